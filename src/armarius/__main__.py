@@ -1,0 +1,3 @@
+from armarius.cli.main import main
+
+main()

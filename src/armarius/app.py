@@ -1,0 +1,52 @@
+"""The composition root: reads settings, opens storage, wires the services.
+
+Nothing else in Armarius reads configuration or the environment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from armarius.auth.directory import Directory
+from armarius.config import Settings
+from armarius.store import Database, open_database
+from armarius.store.schema import (
+    check_postgres_role,
+    check_schema,
+    migrate_postgres,
+    migrate_sqlite,
+    postgres_role,
+)
+
+
+@dataclass
+class Armarius:
+    """The wired application: what every surface (MCP, HTTP, CLI) calls into."""
+
+    settings: Settings
+    database: Database
+    directory: Directory
+
+    def close(self) -> None:
+        self.database.close()
+
+
+def initialize(settings: Settings) -> list[int]:
+    """Create or migrate the database; returns the migration versions applied."""
+    if settings.database_url is None:
+        return migrate_sqlite(settings.sqlite_path)
+    migrate_url = settings.database_migrate_url or settings.database_url
+    return migrate_postgres(migrate_url, app_role=postgres_role(settings.database_url))
+
+
+def open_app(settings: Settings) -> Armarius:
+    """Open the configured database and refuse to go on with an out-of-date schema."""
+    database = open_database(settings.database_url, settings.sqlite_path)
+    try:
+        check_schema(database)
+        if database.dialect == "postgresql":
+            check_postgres_role(database)
+    except BaseException:
+        database.close()
+        raise
+    return Armarius(settings=settings, database=database, directory=Directory(database))

@@ -1,0 +1,1 @@
+"""Principals, roles, permissions, tokens and passwords."""

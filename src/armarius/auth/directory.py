@@ -1,0 +1,271 @@
+"""The identity directory: workspaces, principals, memberships and agent tokens.
+
+Every change is written together with its audit event in one transaction. Operator commands
+(the CLI with direct access to the data folder or the database owner) act as ``operator:<name>``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from armarius.audit import chain as audit
+from armarius.auth.model import Actor, IssuedToken, Principal, TokenInfo, Workspace
+from armarius.auth.permissions import AGENT_FORBIDDEN, Kind, Role, permissions_for, role_allowed
+from armarius.auth.secrets import digests_match, hash_password, new_token, token_digest, verify_password
+from armarius.errors import AlreadyExists, InvalidInput, NotAllowed, NotFound, Unauthenticated
+from armarius.store import Database, Row, Tx, UniqueViolation, utc_now
+
+NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+#: A token's last-used time is written at most this often (seconds), not on every request.
+_LAST_USED_GRANULARITY = 60
+
+
+def check_name(what: str, name: str) -> str:
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise InvalidInput(
+            f"A {what} name must be 1-64 characters of lowercase letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit.",
+            field=what,
+        )
+    return name
+
+
+@dataclass
+class Directory:
+    database: Database
+
+    # Workspaces -------------------------------------------------------------------------------
+
+    def create_workspace(self, name: str, *, by: str) -> Workspace:
+        check_name("workspace", name)
+        with self.database.transaction(write=True) as tx:
+            try:
+                row = tx.one(
+                    "INSERT INTO workspaces (name, created_at) VALUES (?, ?) RETURNING id, name, created_at",
+                    (name, utc_now()),
+                )
+            except UniqueViolation:
+                raise AlreadyExists(f"A workspace named {name!r} exists already.", workspace=name) from None
+            assert row is not None
+            audit.append(tx, actor=by, action="workspace.created", subject=name)
+        return Workspace(**row)
+
+    def workspaces(self) -> list[Workspace]:
+        with self.database.transaction() as tx:
+            return [Workspace(**row) for row in tx.all("SELECT id, name, created_at FROM workspaces ORDER BY name")]
+
+    def workspace(self, name: str) -> Workspace:
+        with self.database.transaction() as tx:
+            return self._workspace(tx, name)
+
+    # Principals and roles ---------------------------------------------------------------------
+
+    def add_principal(
+        self, name: str, kind: Kind, *, workspace: str, role: Role, by: str, password: str | None = None
+    ) -> Principal:
+        """Create a principal and make it a member of ``workspace`` with ``role``."""
+        check_name("principal", name)
+        _check_role(kind, role)
+        if kind is Kind.AGENT and password is not None:
+            raise InvalidInput("Agent principals authenticate with tokens, not passwords.", field="password")
+        password_hash = hash_password(password) if password is not None else None
+        with self.database.transaction(write=True) as tx:
+            space = self._workspace(tx, workspace)
+            try:
+                row = tx.one(
+                    "INSERT INTO principals (name, kind, password_hash, created_at) VALUES (?, ?, ?, ?) "
+                    "RETURNING id, name, kind, created_at",
+                    (name, kind.value, password_hash, utc_now()),
+                )
+            except UniqueViolation:
+                raise AlreadyExists(f"A principal named {name!r} exists already.", principal=name) from None
+            assert row is not None
+            principal = _principal(row)
+            audit.append(tx, actor=by, action="principal.created", subject=name, details={"kind": kind.value})
+            self._set_membership(tx, space, principal, role, by=by)
+        return principal
+
+    def set_role(self, name: str, *, workspace: str, role: Role, by: str) -> None:
+        """Give an existing principal ``role`` in ``workspace`` (adding the membership if needed)."""
+        with self.database.transaction(write=True) as tx:
+            principal = self._principal(tx, name)
+            _check_role(principal.kind, role)
+            self._set_membership(tx, self._workspace(tx, workspace), principal, role, by=by)
+
+    def set_password(self, name: str, password: str, *, by: str) -> None:
+        with self.database.transaction(write=True) as tx:
+            principal = self._principal(tx, name)
+            if principal.kind is not Kind.HUMAN:
+                raise InvalidInput("Only human principals have passwords.", principal=name)
+            tx.execute("UPDATE principals SET password_hash = ? WHERE id = ?", (hash_password(password), principal.id))
+            audit.append(tx, actor=by, action="principal.password_changed", subject=name)
+
+    def principals(self, workspace: str | None = None) -> list[tuple[Principal, dict[str, str]]]:
+        """Principals with their role in each workspace (only ``workspace`` if given)."""
+        with self.database.transaction() as tx:
+            rows = tx.all(
+                "SELECT p.id, p.name, p.kind, p.created_at, w.name AS workspace, m.role FROM principals p "
+                "LEFT JOIN memberships m ON m.principal_id = p.id "
+                "LEFT JOIN workspaces w ON w.id = m.workspace_ref ORDER BY p.name, w.name"
+            )
+        listing: dict[int, tuple[Principal, dict[str, str]]] = {}
+        for row in rows:
+            entry = listing.setdefault(row["id"], (_principal(row), {}))
+            if row["workspace"] is not None:
+                entry[1][row["workspace"]] = row["role"]
+        return [entry for entry in listing.values() if workspace is None or workspace in entry[1]]
+
+    def _set_membership(self, tx: Tx, space: Workspace, principal: Principal, role: Role, *, by: str) -> None:
+        tx.execute(
+            "INSERT INTO memberships (workspace_ref, principal_id, role, created_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (workspace_ref, principal_id) DO UPDATE SET role = excluded.role",
+            (space.id, principal.id, role.value, utc_now()),
+        )
+        audit.append(
+            tx, actor=by, action="principal.role_set", subject=principal.name,
+            details={"workspace": space.name, "role": role.value},
+        )
+
+    # Agent tokens -----------------------------------------------------------------------------
+
+    def issue_token(self, principal_name: str, *, workspace: str, label: str = "", by: str) -> IssuedToken:
+        """A new agent token; the plaintext is returned once and stored only as its SHA-256."""
+        token = new_token()
+        with self.database.transaction(write=True) as tx:
+            principal = self._principal(tx, principal_name)
+            if principal.kind is not Kind.AGENT:
+                raise InvalidInput("Tokens are issued to agent principals; humans log in with a password.",
+                                   principal=principal_name)
+            space = self._workspace(tx, workspace)
+            if self._role(tx, space.id, principal.id) is None:
+                raise NotAllowed(f"{principal_name!r} is not a member of workspace {workspace!r}; "
+                                 "give it a role there first.", principal=principal_name, workspace=workspace)
+            row = tx.one(
+                "INSERT INTO agent_tokens (principal_id, workspace_ref, label, digest, created_at) "
+                "VALUES (?, ?, ?, ?, ?) RETURNING id",
+                (principal.id, space.id, label, token_digest(token), utc_now()),
+            )
+            assert row is not None
+            audit.append(tx, actor=by, action="token.issued", subject=principal_name,
+                         details={"token_id": row["id"], "workspace": workspace, "label": label})
+        return IssuedToken(id=row["id"], principal=principal_name, workspace=workspace, token=token)
+
+    def revoke_token(self, token_id: int, *, by: str) -> None:
+        with self.database.transaction(write=True) as tx:
+            row = tx.one(
+                "SELECT t.id, t.revoked_at, p.name FROM agent_tokens t JOIN principals p ON p.id = t.principal_id "
+                "WHERE t.id = ?", (token_id,),
+            )
+            if row is None:
+                raise NotFound(f"There is no token with id {token_id}.", token_id=token_id)
+            if row["revoked_at"] is None:
+                tx.execute("UPDATE agent_tokens SET revoked_at = ? WHERE id = ?", (utc_now(), token_id))
+                audit.append(tx, actor=by, action="token.revoked", subject=row["name"],
+                             details={"token_id": token_id})
+
+    def tokens(self, workspace: str | None = None) -> list[TokenInfo]:
+        with self.database.transaction() as tx:
+            rows = tx.all(
+                "SELECT t.id, p.name AS principal, w.name AS workspace, t.label, t.created_at, t.last_used_at, "
+                "t.revoked_at FROM agent_tokens t JOIN principals p ON p.id = t.principal_id "
+                "JOIN workspaces w ON w.id = t.workspace_ref ORDER BY t.id"
+            )
+        return [TokenInfo(**row) for row in rows if workspace is None or row["workspace"] == workspace]
+
+    # Authentication ---------------------------------------------------------------------------
+
+    def authenticate_token(self, token: str) -> Actor:
+        """The actor an agent token speaks for, with its current role; refuses anything else alike."""
+        refusal = Unauthenticated("The agent token is missing, unknown or revoked.")
+        if not token or not token.isascii():
+            raise refusal
+        digest = token_digest(token)
+        with self.database.transaction() as tx:
+            row = tx.one(
+                "SELECT t.id AS token_id, t.digest, t.last_used_at, t.revoked_at, p.id AS principal_id, "
+                "p.name AS principal, p.kind, w.id AS workspace_id, w.name AS workspace, m.role "
+                "FROM agent_tokens t JOIN principals p ON p.id = t.principal_id "
+                "JOIN workspaces w ON w.id = t.workspace_ref "
+                "LEFT JOIN memberships m ON m.workspace_ref = t.workspace_ref AND m.principal_id = p.id "
+                "WHERE t.digest = ?",
+                (digest,),
+            )
+        if row is None or not digests_match(row["digest"], digest) or row["revoked_at"] or row["role"] is None:
+            raise refusal
+        self._touch(row)
+        return _actor(row, token_id=row["token_id"])
+
+    def _touch(self, row: Row) -> None:
+        now = utc_now()
+        last = row["last_used_at"]
+        if last is None or _seconds_between(last, now) >= _LAST_USED_GRANULARITY:
+            with self.database.transaction(write=True) as tx:
+                tx.execute("UPDATE agent_tokens SET last_used_at = ? WHERE id = ?", (now, row["token_id"]))
+
+    def authenticate_password(self, name: str, password: str, *, workspace: str) -> Actor:
+        """A human principal acting in ``workspace`` after presenting its password."""
+        refusal = Unauthenticated("The principal name or password is wrong.")
+        with self.database.transaction() as tx:
+            row = tx.one(
+                "SELECT p.id AS principal_id, p.name AS principal, p.kind, p.password_hash, "
+                "w.id AS workspace_id, w.name AS workspace, m.role FROM principals p "
+                "JOIN workspaces w ON w.name = ? "
+                "LEFT JOIN memberships m ON m.workspace_ref = w.id AND m.principal_id = p.id WHERE p.name = ?",
+                (workspace, name),
+            )
+        if row is None or row["kind"] != Kind.HUMAN.value or not row["password_hash"]:
+            raise refusal
+        if not verify_password(password, row["password_hash"]):
+            raise refusal
+        if row["role"] is None:
+            raise NotAllowed(f"{name!r} is not a member of workspace {workspace!r}.", workspace=workspace)
+        return _actor(row, token_id=None)
+
+    # Lookups ----------------------------------------------------------------------------------
+
+    def _workspace(self, tx: Tx, name: str) -> Workspace:
+        row = tx.one("SELECT id, name, created_at FROM workspaces WHERE name = ?", (name,))
+        if row is None:
+            raise NotFound(f"There is no workspace named {name!r}.", workspace=name)
+        return Workspace(**row)
+
+    def _principal(self, tx: Tx, name: str) -> Principal:
+        row = tx.one("SELECT id, name, kind, created_at FROM principals WHERE name = ?", (name,))
+        if row is None:
+            raise NotFound(f"There is no principal named {name!r}.", principal=name)
+        return _principal(row)
+
+    def _role(self, tx: Tx, workspace_id: int, principal_id: int) -> Role | None:
+        role = tx.scalar(
+            "SELECT role FROM memberships WHERE workspace_ref = ? AND principal_id = ?", (workspace_id, principal_id)
+        )
+        return None if role is None else Role(role)
+
+
+def _check_role(kind: Kind, role: Role) -> None:
+    if not role_allowed(kind, role):
+        forbidden = ", ".join(sorted(AGENT_FORBIDDEN))
+        raise NotAllowed(
+            f"An {kind.value} principal cannot have the role {role.value!r}: agents never hold {forbidden}.",
+            kind=kind.value, role=role.value,
+        )
+
+
+def _principal(row: Row) -> Principal:
+    return Principal(id=row["id"], name=row["name"], kind=Kind(row["kind"]), created_at=row["created_at"])
+
+
+def _actor(row: Row, *, token_id: int | None) -> Actor:
+    kind, role = Kind(row["kind"]), Role(row["role"])
+    return Actor(
+        principal_id=row["principal_id"], principal=row["principal"], kind=kind,
+        workspace_id=row["workspace_id"], workspace=row["workspace"], role=role,
+        permissions=permissions_for(kind, role), token_id=token_id,
+    )
+
+
+def _seconds_between(earlier: str, later: str) -> float:
+    from datetime import datetime
+
+    return (datetime.fromisoformat(later) - datetime.fromisoformat(earlier)).total_seconds()

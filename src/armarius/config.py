@@ -1,0 +1,146 @@
+"""Settings: one TOML file in the data folder, then environment overrides.
+
+Only the composition root (:mod:`armarius.app`) and the CLI's entry point call
+:func:`load_settings`; every other module receives the values it needs.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from armarius.errors import ConfigError
+
+CONFIG_FILE_NAME = "armarius.toml"
+SQLITE_FILE_NAME = "armarius.sqlite3"
+DEFAULT_DATA_DIR = Path(".armarius")
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path
+    #: ``None`` selects the embedded SQLite file in the data folder.
+    database_url: str | None = None
+    #: PostgreSQL only: the table owner's connection, used for migrations.
+    database_migrate_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8765
+
+    @property
+    def config_file(self) -> Path:
+        return self.data_dir / CONFIG_FILE_NAME
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.data_dir / SQLITE_FILE_NAME
+
+
+def _string(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _port(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    return value if isinstance(value, int) and 0 < value < 65536 else None
+
+
+def _database_url(value: Any) -> str | None:
+    url = _string(value)
+    if url is None or url.startswith(("postgresql://", "postgres://")):
+        return url
+    return None
+
+
+@dataclass(frozen=True)
+class _Key:
+    section: str
+    name: str
+    field: str
+    env: str
+    parse: Callable[[Any], Any]
+    expected: str
+
+
+_KEYS = (
+    _Key("database", "url", "database_url", "ARMARIUS_DATABASE_URL", _database_url,
+         "a postgresql:// URL (leave it out for the embedded SQLite file)"),
+    _Key("database", "migrate_url", "database_migrate_url", "ARMARIUS_DATABASE_MIGRATE_URL",
+         _database_url, "a postgresql:// URL of the role that owns the tables"),
+    _Key("server", "host", "host", "ARMARIUS_HOST", _string, "a host name or address"),
+    _Key("server", "port", "port", "ARMARIUS_PORT", _port, "a port number from 1 to 65535"),
+)
+
+
+def load_settings(data_dir: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read ``armarius.toml`` from the data folder, then apply ``ARMARIUS_*`` variables.
+
+    The data folder is ``data_dir`` if given, else ``ARMARIUS_DATA_DIR``, else ``./.armarius``.
+    A missing file means defaults; a malformed one is refused naming the file and the key.
+    """
+    env = os.environ if environ is None else environ
+    folder = data_dir or Path(env.get("ARMARIUS_DATA_DIR") or DEFAULT_DATA_DIR)
+    values: dict[str, Any] = {"data_dir": folder.resolve()}
+    path = folder / CONFIG_FILE_NAME
+    for key, value in _read_file(path).items():
+        values[key.field] = _checked(key, value, f"{key.section}.{key.name} in {path}")
+    for key in _KEYS:
+        if key.env in env:
+            values[key.field] = _checked(key, env[key.env], f"environment variable {key.env}")
+    return Settings(**values)
+
+
+def _checked(key: _Key, value: Any, where: str) -> Any:
+    parsed = key.parse(value)
+    if parsed is None:
+        raise ConfigError(f"Setting {where} must be {key.expected}.", key=f"{key.section}.{key.name}")
+    return parsed
+
+
+def _read_file(path: Path) -> dict[_Key, Any]:
+    if not path.exists():
+        return {}
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"The settings file {path} is not valid TOML: {exc}", file=str(path)) from None
+    known = {(key.section, key.name): key for key in _KEYS}
+    sections = {key.section for key in _KEYS}
+    found: dict[_Key, Any] = {}
+    for section, table in document.items():
+        if section not in sections or not isinstance(table, dict):
+            raise ConfigError(
+                f"Unknown section [{section}] in {path}; known sections: {', '.join(sorted(sections))}.",
+                file=str(path), key=section,
+            )
+        for name, value in table.items():
+            key = known.get((section, name))
+            if key is None:
+                raise ConfigError(f"Unknown setting {section}.{name} in {path}.", file=str(path),
+                                  key=f"{section}.{name}")
+            found[key] = value
+    return found
+
+
+def write_settings_file(settings: Settings) -> None:
+    """Write a commented settings file for a new data folder (never secrets)."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "# Armarius settings. Environment variables ARMARIUS_* override each key.",
+        "# See docs/configuration.md for every setting.",
+        "",
+        "[server]",
+        f'host = "{settings.host}"',
+        f"port = {settings.port}",
+        "",
+        "[database]",
+        "# Leave url out for the embedded SQLite file; for PostgreSQL set",
+        "# ARMARIUS_DATABASE_URL rather than writing credentials here.",
+    ]
+    settings.config_file.write_text("\n".join(lines) + "\n", encoding="utf-8")

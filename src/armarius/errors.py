@@ -1,0 +1,115 @@
+"""Errors that Armarius reports to its callers.
+
+Every refusal is an :class:`ArmariusError` with a stable machine-readable ``code``, a message
+written for the reader (a model or a person: it says what to do next) and JSON ``details``.
+Each surface maps them once: MCP to a tool result with ``isError``, HTTP to one JSON envelope
+with a status, the CLI to stderr and a distinct exit code.
+
+    ArmariusError
+    ├── InvalidInput          invalid_input        the request does not have the required form
+    ├── Unauthenticated       unauthenticated      no valid credential was presented
+    ├── NotAllowed            not_allowed          the principal lacks the permission
+    ├── NotFound              not_found            the named thing does not exist here
+    ├── AlreadyExists         already_exists       a unique name is taken
+    ├── Conflict              conflict             the state changed since the caller looked
+    ├── ConfigError           config_invalid       the settings file or environment is wrong
+    ├── SchemaOutdated        schema_outdated      the database needs `armarius init`
+    ├── StorageUnavailable    storage_unavailable  the database cannot be reached
+    └── InternalError         internal             anything unexpected (details are logged only)
+
+``judgment_required`` is not an error: it is a normal result that writes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class ErrorCode:
+    """How one error code is presented on every surface."""
+
+    code: str
+    http_status: int
+    exit_code: int
+    summary: str
+
+
+#: Every code Armarius can return, with its HTTP status and CLI exit code.
+#: docs/errors.md documents each one; a test keeps the two in step.
+ERROR_CODES: dict[str, ErrorCode] = {}
+
+#: Codes raised in this process (the test suite checks every code is exercised).
+raised_codes: set[str] = set()
+
+
+def _register(code: str, http_status: int, exit_code: int, summary: str) -> str:
+    ERROR_CODES[code] = ErrorCode(code, http_status, exit_code, summary)
+    return code
+
+
+class ArmariusError(Exception):
+    """Base of every error with a stable code."""
+
+    code: ClassVar[str] = _register("internal", 500, 70, "Something unexpected failed; it was logged.")
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+        raised_codes.add(self.code)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+    @property
+    def http_status(self) -> int:
+        return ERROR_CODES[self.code].http_status
+
+    @property
+    def exit_code(self) -> int:
+        return ERROR_CODES[self.code].exit_code
+
+
+class InternalError(ArmariusError):
+    """An unexpected failure; the message is generic, the traceback goes to the log."""
+
+    def __init__(self) -> None:
+        super().__init__("An internal error occurred. It was logged; please report it.")
+
+
+class InvalidInput(ArmariusError):
+    code = _register("invalid_input", 400, 3, "The request does not have the required form.")
+
+
+class Unauthenticated(ArmariusError):
+    code = _register("unauthenticated", 401, 4, "No valid credential was presented.")
+
+
+class NotAllowed(ArmariusError):
+    code = _register("not_allowed", 403, 4, "The principal lacks the permission for this action.")
+
+
+class NotFound(ArmariusError):
+    code = _register("not_found", 404, 5, "The named thing does not exist in this workspace.")
+
+
+class AlreadyExists(ArmariusError):
+    code = _register("already_exists", 409, 6, "The name is taken.")
+
+
+class Conflict(ArmariusError):
+    code = _register("conflict", 409, 6, "The state changed since the caller last looked.")
+
+
+class ConfigError(ArmariusError):
+    code = _register("config_invalid", 500, 7, "The settings file or environment is wrong.")
+
+
+class SchemaOutdated(ArmariusError):
+    code = _register("schema_outdated", 503, 8, "The database schema needs `armarius init`.")
+
+
+class StorageUnavailable(ArmariusError):
+    code = _register("storage_unavailable", 503, 8, "The database cannot be reached.")

@@ -1,0 +1,219 @@
+"""The two storage engines behind one small interface.
+
+Feature modules write SQL with ``?`` placeholders and run it through a :class:`Tx`. Where
+SQLite and PostgreSQL differ (connections, locking, workspace scoping) the two versions stand
+side by side here:
+
+* SQLite: one connection per thread, WAL, foreign keys, a busy timeout; writers take
+  ``BEGIN IMMEDIATE`` so check-then-write sequences are serialized. Workspace scoping is the
+  query modules' job: every statement on a workspace table filters by ``tx.workspace_id``.
+* PostgreSQL: a connection pool of the application role, which owns no tables; each
+  transaction sets ``armarius.workspace_id`` with ``set_config(..., true)`` and the
+  row-level security policies (with FORCE) do the rest.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import psycopg
+import psycopg.errors
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from armarius.errors import InvalidInput, StorageUnavailable
+
+Dialect = Literal["sqlite", "postgresql"]
+Row = dict[str, Any]
+Params = Sequence[Any]
+
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+
+
+class UniqueViolation(Exception):
+    """A unique constraint refused a write; features turn it into their own error."""
+
+
+def utc_now() -> str:
+    """Timestamps are stored as ISO 8601 UTC text on both engines (exact round trips for hashing)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+@lru_cache(maxsize=1024)
+def _to_pyformat(sql: str) -> str:
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class Tx:
+    """One open transaction. ``workspace_id`` is the workspace it is scoped to, if any."""
+
+    def __init__(self, dialect: Dialect, cursor: Any, workspace_id: int | None) -> None:
+        self.dialect: Dialect = dialect
+        self.workspace_id = workspace_id
+        self._cursor = cursor
+
+    def require_workspace(self) -> int:
+        if self.workspace_id is None:
+            raise RuntimeError("this statement needs a workspace-scoped transaction")
+        return self.workspace_id
+
+    def execute(self, sql: str, params: Params = ()) -> int:
+        """Run one statement; returns the number of rows it changed."""
+        self._run(sql, params)
+        return int(self._cursor.rowcount)
+
+    def one(self, sql: str, params: Params = ()) -> Row | None:
+        self._run(sql, params)
+        row = self._cursor.fetchone()
+        return None if row is None else dict(row)
+
+    def all(self, sql: str, params: Params = ()) -> list[Row]:
+        self._run(sql, params)
+        return [dict(row) for row in self._cursor.fetchall()]
+
+    def scalar(self, sql: str, params: Params = ()) -> Any:
+        row = self.one(sql, params)
+        return None if row is None else next(iter(row.values()))
+
+    def _run(self, sql: str, params: Params) -> None:
+        if self.dialect == "postgresql":
+            sql = _to_pyformat(sql)
+        try:
+            self._cursor.execute(sql, params)
+        except sqlite3.IntegrityError as exc:
+            if exc.sqlite_errorname in ("SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY"):
+                raise UniqueViolation(exc.sqlite_errorname) from exc
+            raise
+        except psycopg.errors.UniqueViolation as exc:
+            raise UniqueViolation(exc.diag.constraint_name or "unique") from exc
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorname in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+                raise StorageUnavailable("The database is busy; try again in a moment.") from exc
+            raise
+        except psycopg.OperationalError as exc:
+            raise StorageUnavailable("The database connection failed; try again in a moment.") from exc
+        except psycopg.errors.DataError as exc:
+            raise InvalidInput("A value does not fit the column it is stored in.") from exc
+
+
+class Database:
+    """Base class: a storage engine that opens transactions."""
+
+    dialect: Dialect
+
+    @contextmanager
+    def transaction(self, *, workspace_id: int | None = None, write: bool = False) -> Iterator[Tx]:
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+def _sqlite_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> Row:
+    return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
+
+
+class SqliteDatabase(Database):
+    dialect: Dialect = "sqlite"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def connect(self) -> sqlite3.Connection:
+        """A new connection with the house settings (autocommit mode: transactions are explicit)."""
+        connection = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000
+        )
+        connection.row_factory = _sqlite_row
+        connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("PRAGMA synchronous = NORMAL")
+        connection.execute("PRAGMA foreign_keys = ON")
+        return connection
+
+    def _connection(self) -> sqlite3.Connection:
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            connection = self.connect()
+            self._local.connection = connection
+            with self._lock:
+                self._all.append(connection)
+        return connection
+
+    @contextmanager
+    def transaction(self, *, workspace_id: int | None = None, write: bool = False) -> Iterator[Tx]:
+        connection = self._connection()
+        cursor = connection.cursor()
+        try:
+            cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        except sqlite3.OperationalError as exc:
+            raise StorageUnavailable("The database is busy; try again in a moment.") from exc
+        try:
+            yield Tx("sqlite", cursor, workspace_id)
+        except BaseException:
+            connection.rollback()
+            raise
+        else:
+            connection.commit()
+        finally:
+            cursor.close()
+
+    def close(self) -> None:
+        with self._lock:
+            for connection in self._all:
+                connection.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+class PostgresDatabase(Database):
+    dialect: Dialect = "postgresql"
+
+    def __init__(self, url: str, *, max_connections: int = 10) -> None:
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_connections,
+            kwargs={"row_factory": dict_row, "autocommit": False},
+            open=False,
+            timeout=10,
+        )
+        try:
+            self._pool.open(wait=True, timeout=10)
+        except PoolTimeout as exc:
+            self._pool.close()
+            raise StorageUnavailable("PostgreSQL cannot be reached with the configured URL.") from exc
+
+    @contextmanager
+    def transaction(self, *, workspace_id: int | None = None, write: bool = False) -> Iterator[Tx]:
+        # The pool's connection context commits on a clean exit and rolls back on an exception.
+        with ExitStack() as stack:
+            try:
+                connection = stack.enter_context(self._pool.connection())
+            except (PoolTimeout, psycopg.OperationalError) as exc:
+                raise StorageUnavailable("PostgreSQL cannot be reached; try again in a moment.") from exc
+            tx = Tx("postgresql", stack.enter_context(connection.cursor()), workspace_id)
+            if workspace_id is not None:
+                tx.execute("SELECT set_config('armarius.workspace_id', ?, true)", (str(workspace_id),))
+            yield tx
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def open_database(database_url: str | None, sqlite_path: Path) -> Database:
+    if database_url is None:
+        return SqliteDatabase(sqlite_path)
+    return PostgresDatabase(database_url)

@@ -1,0 +1,173 @@
+"""Schema migrations: numbered SQL files, one per engine, applied in order.
+
+``NNNN_name.sqlite.sql`` and ``NNNN_name.postgres.sql`` describe the same schema in each
+dialect. On PostgreSQL the migrations run as the role that owns the tables (the migrate URL)
+and grant the server's login role (the runtime URL's user) only what it needs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from armarius.errors import ConfigError, SchemaOutdated, StorageUnavailable
+from armarius.store.engine import Database, utc_now
+
+_MIGRATIONS_PACKAGE = "armarius.store.migrations"
+_SUFFIX = {"sqlite": ".sqlite.sql", "postgresql": ".postgres.sql"}
+_CREATE_VERSIONS = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations "
+    "(version integer PRIMARY KEY, name text NOT NULL, applied_at text NOT NULL)"
+)
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    script: str
+
+
+def migrations(dialect: str) -> list[Migration]:
+    suffix = _SUFFIX[dialect]
+    found = []
+    for entry in resources.files(_MIGRATIONS_PACKAGE).iterdir():
+        if entry.name.endswith(suffix):
+            number, _, name = entry.name.removesuffix(suffix).partition("_")
+            found.append(Migration(int(number), name, entry.read_text(encoding="utf-8")))
+    return sorted(found, key=lambda migration: migration.version)
+
+
+def latest_version(dialect: str) -> int:
+    return migrations(dialect)[-1].version
+
+
+def current_version(database: Database) -> int:
+    with database.transaction() as tx:
+        if tx.dialect == "sqlite":
+            exists = tx.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
+        else:
+            exists = tx.scalar("SELECT to_regclass('schema_migrations') IS NOT NULL AS present")
+        if not exists:
+            return 0
+        return int(tx.scalar("SELECT coalesce(max(version), 0) AS version FROM schema_migrations"))
+
+
+def check_schema(database: Database) -> None:
+    """Refuse to serve on a schema that is older (or newer) than this code."""
+    have, want = current_version(database), latest_version(database.dialect)
+    if have < want:
+        raise SchemaOutdated(
+            f"The database schema is at version {have}, this Armarius needs {want}. "
+            "Run `armarius init` (with the same data folder and database settings) to migrate it.",
+            current=have, required=want,
+        )
+    if have > want:
+        raise SchemaOutdated(
+            f"The database schema is at version {have}, newer than this Armarius ({want}). "
+            "Upgrade Armarius before serving this database.",
+            current=have, required=want,
+        )
+
+
+def migrate_sqlite(path: Path) -> list[int]:
+    """Apply pending migrations to the SQLite file; returns the versions applied."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute(_CREATE_VERSIONS)
+        applied = []
+        for migration in migrations("sqlite"):
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                done = connection.execute(
+                    "SELECT 1 FROM schema_migrations WHERE version = ?", (migration.version,)
+                ).fetchone()
+                if done is None:
+                    for statement in _sqlite_statements(migration.script):
+                        connection.execute(statement)
+                    connection.execute(
+                        "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                        (migration.version, migration.name, utc_now()),
+                    )
+                    applied.append(migration.version)
+                connection.execute("COMMIT")
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+        return applied
+    finally:
+        connection.close()
+
+
+def _sqlite_statements(script: str) -> list[str]:
+    statements, pending = [], ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    if pending.strip() and not all(
+        part.strip().startswith("--") or not part.strip() for part in pending.splitlines()
+    ):
+        raise ValueError("migration script ends inside a statement")
+    return statements
+
+
+def migrate_postgres(migrate_url: str, app_role: str) -> list[int]:
+    """Apply pending migrations as the owner role; each runs in one transaction under a lock."""
+    try:
+        connection = psycopg.connect(migrate_url, autocommit=False)
+    except psycopg.OperationalError as exc:
+        raise StorageUnavailable("PostgreSQL cannot be reached with the migrate URL.") from exc
+    applied = []
+    with connection:
+        cursor = connection.cursor()
+        # One migrator at a time, across processes and hosts.
+        cursor.execute("SELECT pg_advisory_xact_lock(4242001)")
+        cursor.execute(_CREATE_VERSIONS)
+        connection.commit()
+        for migration in migrations("postgresql"):
+            cursor.execute("SELECT pg_advisory_xact_lock(4242001)")
+            cursor.execute("SELECT 1 FROM schema_migrations WHERE version = %s", (migration.version,))
+            if cursor.fetchone() is None:
+                script = sql.SQL(migration.script.replace("{", "{{").replace("}", "}}")
+                                 .replace("{{app_role}}", "{app_role}"))
+                cursor.execute(script.format(app_role=sql.Identifier(app_role)))
+                cursor.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
+                    (migration.version, migration.name, utc_now()),
+                )
+                applied.append(migration.version)
+            connection.commit()
+    return applied
+
+
+def postgres_role(url: str) -> str:
+    """The login role a PostgreSQL URL connects as (never its password)."""
+    try:
+        role = psycopg.conninfo.conninfo_to_dict(url).get("user")
+    except psycopg.ProgrammingError:
+        raise ConfigError("The PostgreSQL database URL cannot be parsed.", key="database.url") from None
+    if not isinstance(role, str) or not role:
+        raise ConfigError("The PostgreSQL database URL must name its user.", key="database.url")
+    return role
+
+
+def check_postgres_role(database: Database) -> None:
+    """Refuse a runtime role that bypasses row-level security (a superuser or BYPASSRLS)."""
+    with database.transaction() as tx:
+        row = tx.one("SELECT rolsuper, rolbypassrls, rolname FROM pg_roles WHERE rolname = current_user")
+    if row is None or row["rolsuper"] or row["rolbypassrls"]:
+        raise ConfigError(
+            "The server's PostgreSQL role bypasses row-level security (superuser or BYPASSRLS), so "
+            "workspaces would not be isolated. Connect database.url as a role without those "
+            "attributes and keep the owner for database.migrate_url (docs/deployment.md).",
+            key="database.url",
+        )

@@ -1,0 +1,86 @@
+"""Shared fixtures: a real SQLite file and a real PostgreSQL database per test.
+
+PostgreSQL tests skip when the server is unreachable, unless ARMARIUS_REQUIRE_SERVICES=1
+(CI), where an unreachable server fails them instead.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from armarius.app import Armarius, initialize, open_app
+from armarius.config import Settings
+
+PG_ADMIN_URL = os.environ.get("ARMARIUS_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+REQUIRE_SERVICES = os.environ.get("ARMARIUS_REQUIRE_SERVICES") == "1"
+ENGINES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+def service_missing(what: str, error: Exception) -> None:
+    message = f"{what} is not reachable: {error}"
+    if REQUIRE_SERVICES:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def _pg_url(database: str, user: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(PG_ADMIN_URL)
+    info.update(dbname=database, user=user)
+    return psycopg.conninfo.make_conninfo("", **info)
+
+
+class PostgresDatabase:
+    """A fresh database owned by the admin, and a login role for the server that owns nothing."""
+
+    def __init__(self) -> None:
+        suffix = secrets.token_hex(4)
+        self.name, self.app_role = f"armarius_t_{suffix}", f"armarius_app_{suffix}"
+        self.owner_url = _pg_url(self.name, psycopg.conninfo.conninfo_to_dict(PG_ADMIN_URL).get("user", "postgres"))
+        self.app_url = _pg_url(self.name, self.app_role)
+
+    def create(self) -> None:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
+            connection.execute(f'CREATE ROLE "{self.app_role}" LOGIN')
+            connection.execute(f'CREATE DATABASE "{self.name}"')
+
+    def drop(self) -> None:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+            connection.execute(f'DROP ROLE IF EXISTS "{self.app_role}"')
+
+
+@pytest.fixture
+def postgres_database() -> Iterator[PostgresDatabase]:
+    database = PostgresDatabase()
+    try:
+        database.create()
+    except psycopg.OperationalError as error:
+        service_missing("PostgreSQL", error)
+    yield database
+    database.drop()
+
+
+@pytest.fixture(params=ENGINES)
+def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """Settings for a fresh, migrated data folder on each storage engine."""
+    data_dir = tmp_path / "data"
+    if request.param == "sqlite":
+        result = Settings(data_dir=data_dir)
+    else:
+        database: PostgresDatabase = request.getfixturevalue("postgres_database")
+        result = Settings(data_dir=data_dir, database_url=database.app_url, database_migrate_url=database.owner_url)
+    initialize(result)
+    return result
+
+
+@pytest.fixture
+def app(settings: Settings) -> Iterator[Armarius]:
+    application = open_app(settings)
+    yield application
+    application.close()
