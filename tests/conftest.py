@@ -11,6 +11,7 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio._core._subprocesses  # noqa: F401  (imported early: CPython 3.11.7 fails to compile it deep in a stack)
 import psycopg
 import pytest
 
@@ -53,6 +54,11 @@ class PostgresDatabase:
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
             connection.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
             connection.execute(f'DROP ROLE IF EXISTS "{self.app_role}"')
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
 
 
 @pytest.fixture

@@ -27,6 +27,11 @@ class Armarius:
     database: Database
     directory: Directory
 
+    def health(self) -> None:
+        """Raises StorageUnavailable when the database does not answer."""
+        with self.database.transaction() as tx:
+            tx.scalar("SELECT 1 AS ok")
+
     def close(self) -> None:
         self.database.close()
 

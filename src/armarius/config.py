@@ -114,11 +114,14 @@ def _read_file(path: Path) -> dict[_Key, Any]:
     sections = {key.section for key in _KEYS}
     found: dict[_Key, Any] = {}
     for section, table in document.items():
-        if section not in sections or not isinstance(table, dict):
+        if section not in sections:
             raise ConfigError(
                 f"Unknown section [{section}] in {path}; known sections: {', '.join(sorted(sections))}.",
                 file=str(path), key=section,
             )
+        if not isinstance(table, dict):
+            raise ConfigError(f"{section} in {path} must be a [{section}] table of settings.",
+                              file=str(path), key=section)
         for name, value in table.items():
             key = known.get((section, name))
             if key is None:

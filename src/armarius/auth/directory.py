@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
+
+import armarius
 
 from armarius.audit import chain as audit
 from armarius.auth.model import Actor, IssuedToken, Principal, TokenInfo, Workspace
@@ -58,6 +61,22 @@ class Directory:
     def workspace(self, name: str) -> Workspace:
         with self.database.transaction() as tx:
             return self._workspace(tx, name)
+
+    def workspace_info(self, actor: Actor) -> dict[str, Any]:
+        """What a member may know of its own workspace."""
+        with self.database.transaction() as tx:
+            space = tx.one("SELECT name, created_at FROM workspaces WHERE id = ?", (actor.workspace_id,))
+            roles = tx.all(
+                "SELECT role, count(*) AS members FROM memberships WHERE workspace_ref = ? GROUP BY role",
+                (actor.workspace_id,),
+            )
+        if space is None:
+            raise NotFound("Your workspace no longer exists.")
+        return {
+            "workspace": space["name"], "created_at": space["created_at"],
+            "members": {row["role"]: int(row["members"]) for row in roles},
+            "armarius_version": armarius.__version__,
+        }
 
     # Principals and roles ---------------------------------------------------------------------
 

@@ -1,0 +1,71 @@
+"""What every command shares: settings, the opened application, output and error mapping."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from armarius.app import Armarius, open_app
+from armarius.config import Settings, load_settings
+
+
+@dataclass
+class CliContext:
+    data_dir: Path | None
+    as_json: bool
+    _settings: Settings | None = field(default=None, init=False)
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.data_dir)
+        return self._settings
+
+    @contextmanager
+    def app(self) -> Iterator[Armarius]:
+        application = open_app(self.settings)
+        try:
+            yield application
+        finally:
+            application.close()
+
+    @property
+    def operator(self) -> str:
+        """Operator commands act with direct access to the data; the audit log names the OS user."""
+        return f"operator:{getpass.getuser()}"
+
+    def emit(self, data: Any, *, table: Sequence[Sequence[Any]] | None = None, text: str | None = None) -> None:
+        """JSON with --json; otherwise a table (first row is the header) or a line of text."""
+        if self.as_json:
+            click.echo(json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True))
+        elif table is not None:
+            click.echo(format_table(table))
+        elif text is not None:
+            click.echo(text)
+
+
+pass_cli = click.make_pass_decorator(CliContext)
+
+
+def format_table(rows: Sequence[Sequence[Any]]) -> str:
+    cells = [["" if value is None else str(value) for value in row] for row in rows]
+    if len(cells) == 1:
+        cells.append(["(none)"] + [""] * (len(cells[0]) - 1))
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    return "\n".join("  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip()
+                     for row in cells)
+
+
+def read_secret_from_stdin() -> str:
+    value = sys.stdin.readline().rstrip("\n")
+    if not value:
+        raise click.UsageError("expected the secret on standard input")
+    return value

@@ -1,0 +1,61 @@
+"""`armarius`: the entry point. Errors are mapped here once: stderr and a distinct exit code."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from armarius.cli.audit import audit
+from armarius.cli.context import CliContext
+from armarius.cli.identity import principal, token, workspace
+from armarius.cli.server import demo, init, mcp, serve
+from armarius.errors import ArmariusError, InternalError
+
+logger = logging.getLogger("armarius.cli")
+
+
+class ArmariusGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ArmariusError as error:
+            _fail(ctx, error)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception:
+            logger.exception("command failed unexpectedly")
+            _fail(ctx, InternalError())
+
+
+def _fail(ctx: click.Context, error: ArmariusError) -> None:
+    as_json = bool(ctx.params.get("as_json"))
+    if as_json:
+        click.echo(json.dumps({"error": error.to_dict()}, ensure_ascii=False), err=True)
+    else:
+        click.echo(f"error [{error.code}]: {error.message}", err=True)
+    sys.exit(error.exit_code)
+
+
+@click.group(cls=ArmariusGroup)
+@click.option("--data-dir", type=click.Path(path_type=Path), envvar="ARMARIUS_DATA_DIR", show_envvar=True,
+              help="The data folder (default ./.armarius).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
+@click.version_option(package_name="armarius")
+@click.pass_context
+def cli(ctx: click.Context, data_dir: Path | None, as_json: bool) -> None:
+    """Armarius: governed memory and read-only research server for AI agents."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    ctx.obj = CliContext(data_dir=data_dir, as_json=as_json)
+
+
+for command in (init, serve, mcp, demo, workspace, principal, token, audit):
+    cli.add_command(command)
+
+
+def main() -> None:
+    cli(prog_name="armarius")

@@ -1,0 +1,97 @@
+"""The MCP server on the SDK's low-level ``Server``.
+
+One tool list, filtered per principal on every request; one place where errors become tool
+results (``isError`` with ``{code, message, details}``). The acting principal is resolved on
+each call, so a revoked token or a changed role takes effect at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+
+import armarius
+from armarius.app import Armarius
+from armarius.auth.model import Actor
+from armarius.canonical import canonical_json
+from armarius.errors import ArmariusError, InternalError, NotAllowed, NotFound
+from armarius.mcp import identity_tools
+from armarius.mcp.registry import ToolSpec
+
+logger = logging.getLogger("armarius.mcp")
+
+ActorResolver = Callable[[ServerRequestContext[Any]], Awaitable[Actor]]
+
+INSTRUCTIONS = (
+    "Armarius keeps this project's governed memory. Humans decide what counts as trusted "
+    "knowledge: when a tool answers judgment_required, nothing was written; read its "
+    "instruction and follow it. Errors carry a stable code and say what to do next."
+)
+
+ALL_TOOLS: list[ToolSpec] = [*identity_tools.TOOLS]
+
+
+def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSpec] | None = None) -> Server[Any]:
+    registry = {tool.name: tool for tool in (tools if tools is not None else ALL_TOOLS)}
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        actor = await resolve_actor(ctx)
+        return types.ListToolsResult(tools=[_describe(tool) for tool in registry.values() if tool.allowed(actor)])
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:
+            actor = await resolve_actor(ctx)
+            tool = registry.get(params.name)
+            if tool is None:
+                raise NotFound(f"There is no tool named {params.name!r}; list the tools to see yours.")
+            if not tool.allowed(actor):
+                raise NotAllowed(
+                    f"Your role ({actor.role.value}) does not include {tool.name}.",
+                    permission=tool.permission.value if tool.permission else None,
+                )
+            arguments = tool.validate(params.arguments or {})
+            result = await anyio.to_thread.run_sync(tool.handler, app, actor, arguments)
+        except ArmariusError as error:
+            return _result(error.to_dict(), is_error=True)
+        except Exception:
+            logger.exception("tool %s failed unexpectedly", params.name)
+            return _result(InternalError().to_dict(), is_error=True)
+        return _result(result)
+
+    def input_schema(name: str) -> dict[str, Any] | None:
+        tool = registry.get(name)
+        return None if tool is None else tool.input_schema
+
+    return Server(
+        "armarius",
+        version=armarius.__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        get_tool_input_schema=input_schema,
+    )
+
+
+def _describe(tool: ToolSpec) -> types.Tool:
+    return types.Tool(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        annotations=types.ToolAnnotations(read_only_hint=tool.read_only, open_world_hint=False),
+    )
+
+
+def _result(payload: Any, *, is_error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=canonical_json(payload))],
+        structured_content=payload,
+        is_error=is_error,
+    )

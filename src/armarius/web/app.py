@@ -1,0 +1,113 @@
+"""The ASGI application served by `armarius serve`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from mcp.server.context import ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from armarius.app import Armarius
+from armarius.auth.model import Actor
+from armarius.errors import ArmariusError, InternalError
+from armarius.mcp.server import build_server
+from armarius.web.api import api_routes
+from armarius.web.auth import actor_from_scope, authenticate
+
+logger = logging.getLogger("armarius.web")
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def error_response(error: ArmariusError) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if error.http_status == 401 else None
+    return JSONResponse({"error": error.to_dict()}, status_code=error.http_status, headers=headers)
+
+
+class McpEndpoint:
+    """Authenticates every request to /mcp, then hands it to the SDK's session manager."""
+
+    def __init__(self, app: Armarius, manager: StreamableHTTPSessionManager) -> None:
+        self.app, self.manager = app, manager
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await authenticate(self.app, scope)
+        except ArmariusError as error:
+            await error_response(error)(scope, receive, send)
+            return
+        await self.manager.handle_request(scope, receive, send)
+
+
+async def _actor_of_request(ctx: ServerRequestContext[Any]) -> Actor:
+    request = ctx.request
+    return actor_from_scope(request.scope if isinstance(request, Request) else None)
+
+
+def create_web_app(app: Armarius) -> Starlette:
+    host = app.settings.host
+    security = (
+        TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+        if host in _LOOPBACK
+        else None
+    )
+    manager = StreamableHTTPSessionManager(app=build_server(app, _actor_of_request), security_settings=security)
+
+    async def healthz(_request: Request) -> JSONResponse:
+        await anyio.to_thread.run_sync(app.health)
+        return JSONResponse({"status": "ok"})
+
+    async def home(_request: Request) -> HTMLResponse:
+        return HTMLResponse(_HOME_PAGE)
+
+    async def armarius_error(_request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ArmariusError)
+        return error_response(exc)
+
+    async def unexpected_error(_request: Request, exc: Exception) -> Response:
+        logger.error("request failed unexpectedly", exc_info=exc)
+        return error_response(InternalError())
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    routes = [
+        Route("/", home, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        *api_routes(app),
+        Route("/mcp", McpEndpoint(app, manager), methods=["GET", "POST", "DELETE"]),
+    ]
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={ArmariusError: armarius_error, Exception: unexpected_error},
+    )
+
+
+_HOME_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Armarius</title></head>
+<body>
+<h1>Armarius</h1>
+<p>Governed memory and read-only research for AI agents.</p>
+<ul>
+<li>Agents connect over MCP at <code>/mcp</code> with <code>Authorization: Bearer &lt;agent token&gt;</code>.</li>
+<li>The JSON API is described at <a href="/api/openapi.json">/api/openapi.json</a>.</li>
+<li>The web review pages arrive in a later release; use the <code>armarius</code> CLI meanwhile.</li>
+</ul>
+</body></html>
+"""
