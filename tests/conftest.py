@@ -32,8 +32,7 @@ def service_missing(what: str, error: Exception) -> None:
 
 def _pg_url(database: str, user: str) -> str:
     info = psycopg.conninfo.conninfo_to_dict(PG_ADMIN_URL)
-    info.update(dbname=database, user=user)
-    return psycopg.conninfo.make_conninfo("", **info)
+    return f"postgresql://{user}@{info.get('host', '127.0.0.1')}:{info.get('port', 5432)}/{database}"
 
 
 class PostgresDatabase:
@@ -90,3 +89,18 @@ def app(settings: Settings) -> Iterator[Armarius]:
     application = open_app(settings)
     yield application
     application.close()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """After a full, green run: every registered error code must have been raised by some test."""
+    from armarius.errors import ERROR_CODES, raised_codes
+
+    whole_suite = not session.config.option.keyword and not session.config.option.markexpr and all(
+        Path(arg).resolve() == Path(__file__).parent for arg in session.config.args
+    )
+    if exitstatus != 0 or not whole_suite:
+        return
+    never_raised = sorted(set(ERROR_CODES) - raised_codes)
+    if never_raised:
+        session.config.get_terminal_writer().line(f"error codes never exercised by a test: {never_raised}", red=True)
+        session.exitstatus = 1

@@ -35,9 +35,11 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 @asynccontextmanager
 async def http_client(url: str, token: str) -> AsyncIterator[Client]:
     """The SDK's client over streamable HTTP, sending the token as a bearer header."""
-    async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
-        async with Client(streamable_http_client(url, http_client=http)) as client:
-            yield client
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
 
 
 def payload(result: Any) -> Any:

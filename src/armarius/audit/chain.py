@@ -21,6 +21,7 @@ from armarius.store import Database, Tx, utc_now
 SYSTEM_CHAIN = 0
 GENESIS_HASH = "0" * 64
 _VERIFY_BATCH = 5000
+_MIN_SEQ = -(2**63)
 
 
 @dataclass(frozen=True)
@@ -105,28 +106,41 @@ def verify_chain(database: Database, workspace_id: int | None) -> tuple[int, Cha
     """Walk one chain from its start; returns the events checked and the first break, if any."""
     chain = workspace_id or SYSTEM_CHAIN
     expected_seq, prev_hash, checked = 1, GENESIS_HASH, 0
+    # The first batch starts below 1, so that an event slipped in before the start is seen too.
+    lowest = _MIN_SEQ
     with database.transaction(workspace_id=workspace_id) as tx:
         while True:
             rows = tx.all(
                 "SELECT * FROM audit_events WHERE workspace_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
-                (chain, expected_seq, _VERIFY_BATCH),
+                (chain, lowest, _VERIFY_BATCH),
             )
             for row in rows:
                 problem = _link_problem(row, expected_seq, prev_hash)
                 if problem:
-                    return checked, ChainBreak(chain, expected_seq, problem)
+                    return checked, ChainBreak(chain, min(expected_seq, int(row["seq"])), problem)
                 expected_seq, prev_hash, checked = expected_seq + 1, row["hash"], checked + 1
+            lowest = expected_seq
             if len(rows) < _VERIFY_BATCH:
                 break
         head = tx.one("SELECT seq, hash FROM audit_heads WHERE workspace_id = ?", (chain,))
     head_seq, head_hash = (int(head["seq"]), head["hash"]) if head else (0, GENESIS_HASH)
-    if head_seq != expected_seq - 1 or head_hash != prev_hash:
-        return checked, ChainBreak(chain, expected_seq, f"events end at {expected_seq - 1} but the head "
+    last_seq = expected_seq - 1
+    # The first broken link is always a seq that exists (or the first one missing).
+    if head_seq > last_seq:
+        return checked, ChainBreak(chain, expected_seq, f"events end at {last_seq} but the head "
                                                           f"records {head_seq}: events were removed")
+    if head_seq < last_seq:
+        return head_seq, ChainBreak(chain, head_seq + 1, f"the head records {head_seq} but events go on to "
+                                                          f"{last_seq}: events were added outside the log")
+    if head_hash != prev_hash:
+        return max(checked - 1, 0), ChainBreak(chain, max(last_seq, 1), "the last event does not match "
+                                                                       "the head's hash: it was replaced")
     return checked, None
 
 
 def _link_problem(row: Mapping[str, Any], expected_seq: int, prev_hash: str) -> str | None:
+    if int(row["seq"]) < expected_seq:
+        return f"event {row['seq']} lies before the start of the chain: it was added outside the log"
     if int(row["seq"]) != expected_seq:
         return f"event {expected_seq} is missing (next is {row['seq']})"
     if row["prev_hash"] != prev_hash:

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import armarius
-
 from armarius.audit import chain as audit
 from armarius.auth.model import Actor, IssuedToken, Principal, TokenInfo, Workspace
 from armarius.auth.permissions import AGENT_FORBIDDEN, Kind, Role, permissions_for, role_allowed

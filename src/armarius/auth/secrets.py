@@ -7,7 +7,7 @@ import hashlib
 import hmac
 import secrets
 
-TOKEN_PREFIX = "arm_"
+TOKEN_PREFIX = "arm_"  # noqa: S105 (a prefix, not a secret)
 _SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**15, 8, 1
 _SCRYPT_MAXMEM = 64 * 1024 * 1024
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -103,18 +104,22 @@ class Tx:
             raise InvalidInput("A value does not fit the column it is stored in.") from exc
 
 
-class Database:
-    """Base class: a storage engine that opens transactions."""
+class Database(ABC):
+    """A storage engine that opens transactions.
+
+    ``transaction(workspace_id=..., write=...)`` scopes the transaction to a workspace and, for
+    writers, takes the engine's write lock where it has one (SQLite).
+    """
 
     dialect: Dialect
 
-    @contextmanager
-    def transaction(self, *, workspace_id: int | None = None, write: bool = False) -> Iterator[Tx]:
-        raise NotImplementedError
-        yield  # pragma: no cover
+    @abstractmethod
+    def transaction(self, *, workspace_id: int | None = None, write: bool = False) -> AbstractContextManager[Tx]:
+        """Open a transaction; commit on a clean exit, roll back on an exception."""
 
+    @abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Close every connection."""
 
 
 def _sqlite_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> Row:
@@ -204,6 +209,7 @@ class PostgresDatabase(Database):
                 connection = stack.enter_context(self._pool.connection())
             except (PoolTimeout, psycopg.OperationalError) as exc:
                 raise StorageUnavailable("PostgreSQL cannot be reached; try again in a moment.") from exc
+            del write  # no global write lock: check-then-write sequences lock the rows they check
             tx = Tx("postgresql", stack.enter_context(connection.cursor()), workspace_id)
             if workspace_id is not None:
                 tx.execute("SELECT set_config('armarius.workspace_id', ?, true)", (str(workspace_id),))

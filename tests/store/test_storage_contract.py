@@ -1,0 +1,338 @@
+"""The storage contract, run on SQLite and PostgreSQL alike.
+
+Migrations are idempotent and serialized, an outdated (or newer) schema is refused, a
+transaction commits on a clean exit and writes nothing when it ends with an exception, unique
+constraints surface as :class:`UniqueViolation`, and timestamps have one exact text form.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import psycopg
+import psycopg.errors
+import pytest
+
+from armarius.app import Armarius, initialize, open_app
+from armarius.audit import chain as audit
+from armarius.config import Settings
+from armarius.errors import SchemaOutdated
+from armarius.store import UniqueViolation, utc_now
+from armarius.store.schema import latest_version, migrations
+
+ENGINES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+UTC_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
+
+
+class OwnerSQL:
+    """Direct SQL as the table owner, past Armarius (and past row-level security on PostgreSQL)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._postgres = settings.database_url is not None
+        if self._postgres:
+            assert settings.database_migrate_url is not None
+            self._pg = psycopg.connect(settings.database_migrate_url, autocommit=True)
+        else:
+            self._lite = sqlite3.connect(settings.sqlite_path, isolation_level=None, timeout=10)
+
+    def __enter__(self) -> OwnerSQL:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        if self._postgres:
+            self._pg.close()
+        else:
+            self._lite.close()
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        if self._postgres:
+            return self._pg.execute(sql.replace("?", "%s"), params).fetchall()
+        return self._lite.execute(sql, params).fetchall()
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        if self._postgres:
+            return self._pg.execute(sql.replace("?", "%s"), params).rowcount
+        return self._lite.execute(sql, params).rowcount
+
+    def count(self, table: str) -> int:
+        return int(self.rows(f"SELECT count(*) FROM {table}")[0][0])
+
+
+@pytest.fixture(params=ENGINES)
+def fresh_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """Settings for an empty database that nobody has migrated yet."""
+    if request.param == "sqlite":
+        return Settings(data_dir=tmp_path / "fresh")
+    database = request.getfixturevalue("postgres_database")
+    return Settings(data_dir=tmp_path / "fresh", database_url=database.app_url,
+                    database_migrate_url=database.owner_url)
+
+
+def dialect_of(settings: Settings) -> str:
+    return "sqlite" if settings.database_url is None else "postgresql"
+
+
+def all_versions(settings: Settings) -> list[int]:
+    return [migration.version for migration in migrations(dialect_of(settings))]
+
+
+def workspace_count(app: Armarius) -> int:
+    with app.database.transaction() as tx:
+        return int(tx.scalar("SELECT count(*) AS n FROM workspaces"))
+
+
+# Migrations -------------------------------------------------------------------------------------
+
+
+def test_both_engines_have_the_same_migrations() -> None:
+    sqlite_side = [(m.version, m.name) for m in migrations("sqlite")]
+    postgres_side = [(m.version, m.name) for m in migrations("postgresql")]
+    assert sqlite_side == postgres_side
+    assert sqlite_side, "there is at least one migration"
+
+
+def test_fresh_database_gets_every_migration_once(fresh_settings: Settings) -> None:
+    assert initialize(fresh_settings) == all_versions(fresh_settings)
+    with OwnerSQL(fresh_settings) as owner:
+        recorded = owner.rows("SELECT version FROM schema_migrations ORDER BY version")
+    assert [row[0] for row in recorded] == all_versions(fresh_settings)
+
+
+def test_initialize_twice_applies_nothing_the_second_time(settings: Settings) -> None:
+    with OwnerSQL(settings) as owner:
+        before = owner.rows("SELECT version, name, applied_at FROM schema_migrations ORDER BY version")
+    assert initialize(settings) == []
+    assert initialize(settings) == []
+    with OwnerSQL(settings) as owner:
+        after = owner.rows("SELECT version, name, applied_at FROM schema_migrations ORDER BY version")
+    assert after == before
+    assert [row[0] for row in after] == all_versions(settings)
+
+
+def test_concurrent_initialize_applies_each_migration_exactly_once(fresh_settings: Settings) -> None:
+    workers = 4
+    barrier = threading.Barrier(workers)
+    results: list[list[int]] = []
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+
+    def migrate() -> None:
+        try:
+            barrier.wait(timeout=30)
+            applied = initialize(fresh_settings)
+            with lock:
+                results.append(applied)
+        except BaseException as error:  # reported below, in the test's thread
+            with lock:
+                failures.append(error)
+
+    threads = [threading.Thread(target=migrate) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not failures, failures
+    assert len(results) == workers
+    assert sorted(version for applied in results for version in applied) == all_versions(fresh_settings)
+    with OwnerSQL(fresh_settings) as owner:
+        assert owner.count("schema_migrations") == len(all_versions(fresh_settings))
+    application = open_app(fresh_settings)
+    application.close()
+
+
+def test_open_app_refuses_a_database_that_was_never_migrated(fresh_settings: Settings) -> None:
+    with pytest.raises(SchemaOutdated) as caught:
+        open_app(fresh_settings)
+    assert caught.value.code == "schema_outdated"
+    assert caught.value.details == {"current": 0, "required": latest_version(dialect_of(fresh_settings))}
+    assert "armarius init" in caught.value.message
+
+
+def test_open_app_refuses_an_outdated_schema(settings: Settings) -> None:
+    latest = latest_version(dialect_of(settings))
+    open_app(settings).close()  # the migrated schema is accepted
+    with OwnerSQL(settings) as owner:
+        assert owner.execute("DELETE FROM schema_migrations WHERE version = ?", (latest,)) == 1
+    with pytest.raises(SchemaOutdated) as caught:
+        open_app(settings)
+    assert caught.value.details == {"current": latest - 1, "required": latest}
+    assert "armarius init" in caught.value.message
+
+
+def test_open_app_refuses_a_newer_schema(settings: Settings) -> None:
+    latest = latest_version(dialect_of(settings))
+    with OwnerSQL(settings) as owner:
+        owner.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                      (latest + 1, "from_the_future", utc_now()))
+    with pytest.raises(SchemaOutdated) as caught:
+        open_app(settings)
+    assert caught.value.details == {"current": latest + 1, "required": latest}
+    assert "Upgrade Armarius" in caught.value.message
+
+
+# Transactions -----------------------------------------------------------------------------------
+
+
+def test_clean_exit_commits(app: Armarius, settings: Settings) -> None:
+    with app.database.transaction(write=True) as tx:
+        tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("kept", utc_now()))
+    assert workspace_count(app) == 1
+    with OwnerSQL(settings) as owner:
+        assert owner.rows("SELECT name FROM workspaces") == [("kept",)]
+
+
+class Abort(BaseException):
+    """Not an Exception: a transaction must roll back on anything that leaves it."""
+
+
+@pytest.mark.parametrize("failure", [RuntimeError, Abort])
+def test_exception_rolls_back_every_write(app: Armarius, settings: Settings, failure: type[BaseException]) -> None:
+    with OwnerSQL(settings) as owner:
+        before = (owner.count("workspaces"), owner.count("audit_events"), owner.count("audit_heads"))
+    with pytest.raises(failure), app.database.transaction(write=True) as tx:
+        tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("doomed", utc_now()))
+        audit.append(tx, actor="operator:test", action="workspace.created", subject="doomed")
+        assert tx.scalar("SELECT count(*) AS n FROM workspaces WHERE name = ?", ("doomed",)) == 1
+        raise failure("stop here")
+    assert workspace_count(app) == 0
+    with OwnerSQL(settings) as owner:
+        assert (owner.count("workspaces"), owner.count("audit_events"), owner.count("audit_heads")) == before
+    # The connection is usable afterwards, and the chain did not keep a phantom head.
+    with app.database.transaction(write=True) as tx:
+        event = audit.append(tx, actor="operator:test", action="workspace.created", subject="next")
+    assert event.seq == 1
+    assert audit.verify_chain(app.database, None) == (1, None)
+
+
+def test_workspace_scoped_rollback(app: Armarius, settings: Settings) -> None:
+    space = app.directory.create_workspace("scoped", by="operator:test")
+    with pytest.raises(RuntimeError), app.database.transaction(workspace_id=space.id, write=True) as tx:
+        for index in range(3):
+            audit.append(tx, actor="operator:test", action="test.event", details={"i": index})
+        raise RuntimeError("stop here")
+    with OwnerSQL(settings) as owner:
+        assert owner.rows("SELECT count(*) FROM audit_events WHERE workspace_id = ?", (space.id,)) == [(0,)]
+    assert audit.verify_chain(app.database, space.id) == (0, None)
+
+
+def test_read_transaction_sees_its_own_data_and_returns_rows_as_dicts(app: Armarius) -> None:
+    created = app.directory.create_workspace("rows", by="operator:test")
+    with app.database.transaction() as tx:
+        row = tx.one("SELECT id, name FROM workspaces WHERE name = ?", ("rows",))
+        assert row == {"id": created.id, "name": "rows"}
+        assert tx.one("SELECT id FROM workspaces WHERE name = ?", ("missing",)) is None
+        assert tx.scalar("SELECT id FROM workspaces WHERE name = ?", ("missing",)) is None
+        assert tx.all("SELECT name FROM workspaces WHERE name = ?", ("missing",)) == []
+
+
+def test_execute_returns_the_number_of_rows_changed(app: Armarius) -> None:
+    for name in ("one", "two", "three"):
+        app.directory.create_workspace(name, by="operator:test")
+    with app.database.transaction(write=True) as tx:
+        assert tx.execute("UPDATE workspaces SET created_at = ? WHERE name <> ?", (utc_now(), "one")) == 2
+        assert tx.execute("UPDATE workspaces SET created_at = ? WHERE name = ?", (utc_now(), "none")) == 0
+
+
+def test_percent_signs_in_sql_are_literal_on_both_engines(app: Armarius) -> None:
+    for name in ("pct-a", "pct-b", "other"):
+        app.directory.create_workspace(name, by="operator:test")
+    with app.database.transaction() as tx:
+        assert tx.scalar("SELECT count(*) AS n FROM workspaces WHERE name LIKE 'pct%'") == 2
+        assert tx.scalar("SELECT count(*) AS n FROM workspaces WHERE name LIKE ?", ("pct%",)) == 2
+        assert tx.scalar("SELECT ? || '%' AS v", ("50",)) == "50%"
+
+
+def test_require_workspace(app: Armarius) -> None:
+    with app.database.transaction() as tx:
+        with pytest.raises(RuntimeError):
+            tx.require_workspace()
+    with app.database.transaction(workspace_id=7) as tx:
+        assert tx.require_workspace() == 7
+
+
+# Constraint errors ------------------------------------------------------------------------------
+
+
+def test_unique_name_becomes_unique_violation_and_rolls_back(app: Armarius, settings: Settings) -> None:
+    app.directory.create_workspace("taken", by="operator:test")
+    with OwnerSQL(settings) as owner:
+        before = owner.count("workspaces")
+    with pytest.raises(UniqueViolation) as caught, app.database.transaction(write=True) as tx:
+        tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("written-first", utc_now()))
+        tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("taken", utc_now()))
+    assert isinstance(caught.value.__cause__, sqlite3.IntegrityError | psycopg.errors.UniqueViolation)
+    with OwnerSQL(settings) as owner:
+        assert owner.count("workspaces") == before
+        assert owner.rows("SELECT count(*) FROM workspaces WHERE name = ?", ("written-first",)) == [(0,)]
+
+
+def test_primary_key_becomes_unique_violation(app: Armarius, settings: Settings) -> None:
+    space = app.directory.create_workspace("keys", by="operator:test")
+    with app.database.transaction(workspace_id=space.id, write=True) as tx:
+        audit.append(tx, actor="operator:test", action="test.event")
+    with OwnerSQL(settings) as owner:
+        before = owner.rows("SELECT workspace_id, seq, hash FROM audit_events ORDER BY workspace_id, seq")
+    columns = "workspace_id, seq, at, actor, action, subject, details, prev_hash, hash"
+    with pytest.raises(UniqueViolation), app.database.transaction(workspace_id=space.id, write=True) as tx:
+        tx.execute(f"INSERT INTO audit_events ({columns}) VALUES (?, 1, ?, 'x', 'x', '', '{{}}', ?, ?)",
+                   (space.id, utc_now(), "0" * 64, "f" * 64))
+    with pytest.raises(UniqueViolation), app.database.transaction(workspace_id=space.id, write=True) as tx:
+        tx.execute("INSERT INTO audit_heads (workspace_id, seq, hash) VALUES (?, 0, ?)", (space.id, "0" * 64))
+    with OwnerSQL(settings) as owner:
+        after = owner.rows("SELECT workspace_id, seq, hash FROM audit_events ORDER BY workspace_id, seq")
+    assert after == before
+    assert audit.verify_chain(app.database, space.id) == (1, None)
+
+
+def test_check_constraint_is_not_reported_as_unique_violation(app: Armarius, settings: Settings) -> None:
+    with OwnerSQL(settings) as owner:
+        before = owner.count("principals")
+    with pytest.raises((sqlite3.IntegrityError, psycopg.errors.CheckViolation)) as caught, \
+            app.database.transaction(write=True) as tx:
+        tx.execute("INSERT INTO principals (name, kind, created_at) VALUES (?, ?, ?)", ("robot", "robot", utc_now()))
+    assert not isinstance(caught.value, UniqueViolation)
+    with OwnerSQL(settings) as owner:
+        assert owner.count("principals") == before
+
+
+# Timestamps -------------------------------------------------------------------------------------
+
+
+def test_utc_now_format() -> None:
+    before = datetime.now(UTC)
+    stamp = utc_now()
+    after = datetime.now(UTC)
+    assert UTC_TEXT.fullmatch(stamp), stamp
+    parsed = datetime.fromisoformat(stamp)
+    assert parsed.utcoffset() == timedelta(0)
+    assert before - timedelta(seconds=1) <= parsed <= after + timedelta(seconds=1)
+
+
+def test_utc_now_text_sorts_in_time_order() -> None:
+    stamps = [utc_now() for _ in range(200)]
+    assert stamps == sorted(stamps)
+    assert all(UTC_TEXT.fullmatch(stamp) for stamp in stamps)
+
+
+def test_utc_now_round_trips_exactly_through_the_database(app: Armarius) -> None:
+    stamp = utc_now()
+    with app.database.transaction(write=True) as tx:
+        tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("stamped", stamp))
+    with app.database.transaction() as tx:
+        stored = tx.scalar("SELECT created_at FROM workspaces WHERE name = ?", ("stamped",))
+    assert stored == stamp
+    assert isinstance(stored, str)
+
+
+def test_stamps_written_by_the_directory_have_the_format(app: Armarius) -> None:
+    space = app.directory.create_workspace("formatted", by="operator:test")
+    assert UTC_TEXT.fullmatch(space.created_at)
+    events = audit.tail(app.database, None)
+    assert events
+    assert all(UTC_TEXT.fullmatch(event.at) for event in events)

@@ -1,0 +1,71 @@
+"""Imports point down the layers: surfaces -> app -> features -> core (auth -> audit -> store)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import armarius
+
+SOURCE = Path(armarius.__file__).parent
+
+#: Higher layers may import lower ones, never the other way round.
+LAYERS: dict[str, int] = {
+    "errors": 0, "canonical": 0,
+    "config": 1,
+    "store": 2,
+    "audit": 3,
+    "auth": 4,
+    "memory": 5, "drafts": 5, "sessions": 5, "research": 5, "evidence": 5, "repairs": 5,
+    "app": 6,
+    "mcp": 7,
+    "web": 8,  # hosts /mcp next to the API
+    "cli": 9,
+    "__init__": 10, "__main__": 10,
+}
+
+
+def _top(module_path: Path) -> str:
+    relative = module_path.relative_to(SOURCE)
+    return relative.parts[0].removesuffix(".py")
+
+
+def _imported_tops(tree: ast.AST) -> set[str]:
+    found = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "armarius" and len(parts) > 1:
+                found.add(parts[1])
+    return found
+
+
+def test_every_package_has_a_layer() -> None:
+    tops = {_top(path) for path in SOURCE.rglob("*.py")}
+    assert tops <= set(LAYERS), f"give these a layer: {tops - set(LAYERS)}"
+
+
+def test_imports_only_point_down() -> None:
+    violations = []
+    for path in SOURCE.rglob("*.py"):
+        here = _top(path)
+        for imported in _imported_tops(ast.parse(path.read_text(encoding="utf-8"))):
+            if imported == here:
+                continue
+            if LAYERS[imported] >= LAYERS[here]:
+                violations.append(f"{path.relative_to(SOURCE)} imports armarius.{imported}")
+    assert not violations, "\n".join(violations)
+
+
+def test_only_the_composition_root_and_the_cli_read_settings() -> None:
+    readers = set()
+    for path in SOURCE.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        if "load_settings(" in text or "os.environ" in text or "getenv(" in text:
+            readers.add(str(path.relative_to(SOURCE)))
+    assert readers <= {"config.py", "cli/context.py"}, readers

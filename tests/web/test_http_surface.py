@@ -1,0 +1,114 @@
+"""The HTTP surface on a real uvicorn server: bearer tokens on /mcp and /api, sessions, OpenAPI."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+
+import httpx
+import pytest
+import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from armarius.app import Armarius
+from armarius.auth.permissions import Role
+from armarius.errors import ERROR_CODES
+from armarius.web.app import create_web_app
+from tests.e2e.servers import free_port
+from tests.helpers import OPERATOR, make_team, tool_payload
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def base_url(app: Armarius) -> Iterator[str]:
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_web_app(app), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=20)
+
+
+@asynccontextmanager
+async def mcp_client(base_url: str, token: str) -> AsyncIterator[Client]:
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+        Client(streamable_http_client(f"{base_url}/mcp", http_client=http), mode="legacy") as client,
+    ):
+        yield client
+
+
+async def test_a_role_change_applies_to_the_next_call(app: Armarius, base_url: str) -> None:
+    team = make_team(app)
+    async with mcp_client(base_url, team.agent_token) as client:
+        before = tool_payload(await client.call_tool("whoami", {}))
+        app.directory.set_role("alpha-agent", workspace="alpha", role=Role.READER, by=OPERATOR)
+        after = tool_payload(await client.call_tool("whoami", {}))
+    assert before["role"] == "editor"
+    assert after["role"] == "reader"
+    assert "memory.write" not in after["permissions"]
+
+
+async def test_a_revoked_token_is_refused_at_once(app: Armarius, base_url: str) -> None:
+    team = make_team(app)
+    headers = {"Authorization": f"Bearer {team.agent_token}"}
+    async with httpx.AsyncClient() as http:
+        assert (await http.get(f"{base_url}/api/whoami", headers=headers)).status_code == 200
+        app.directory.revoke_token(team.agent.token_id or 0, by=OPERATOR)
+        api = await http.get(f"{base_url}/api/whoami", headers=headers)
+        mcp = await http.post(f"{base_url}/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert api.status_code == 401
+    assert mcp.status_code == 401
+    assert api.json()["error"]["code"] == "unauthenticated"
+
+
+async def test_an_mcp_session_belongs_to_the_token_that_opened_it(app: Armarius, base_url: str) -> None:
+    first, second = make_team(app, "alpha"), make_team(app, "beta")
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    async with httpx.AsyncClient() as http:
+        opened = await http.post(f"{base_url}/mcp", json=initialize,
+                                 headers={**accept, "Authorization": f"Bearer {first.agent_token}"})
+        session = opened.headers["mcp-session-id"]
+        hijack = await http.post(
+            f"{base_url}/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            headers={**accept, "Authorization": f"Bearer {second.agent_token}", "mcp-session-id": session,
+                     "mcp-protocol-version": "2025-06-18"},
+        )
+    assert opened.status_code == 200
+    assert hijack.status_code == 404
+
+
+async def test_each_token_sees_only_its_own_workspace(app: Armarius, base_url: str) -> None:
+    alpha, beta = make_team(app, "alpha"), make_team(app, "beta")
+    async with mcp_client(base_url, alpha.agent_token) as client:
+        seen_by_alpha = tool_payload(await client.call_tool("workspace_info", {}))
+    async with mcp_client(base_url, beta.agent_token) as client:
+        seen_by_beta = tool_payload(await client.call_tool("workspace_info", {}))
+    assert (seen_by_alpha["workspace"], seen_by_beta["workspace"]) == ("alpha", "beta")
+
+
+async def test_api_and_health(app: Armarius, base_url: str) -> None:
+    team = make_team(app)
+    async with httpx.AsyncClient() as http:
+        health = await http.get(f"{base_url}/healthz")
+        whoami = await http.get(f"{base_url}/api/whoami", headers={"Authorization": f"Bearer {team.agent_token}"})
+        document = (await http.get(f"{base_url}/api/openapi.json")).json()
+        home = await http.get(f"{base_url}/")
+    assert health.json() == {"status": "ok"}
+    assert whoami.json()["principal"] == "alpha-agent"
+    assert {"/api/whoami", "/api/workspace", "/healthz"} <= set(document["paths"])
+    codes = document["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]["enum"]
+    assert set(codes) == set(ERROR_CODES)
+    assert "Armarius" in home.text
