@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -105,3 +106,35 @@ async def test_a_wrong_token_cannot_start_stdio(demo: dict[str, Any]) -> None:
     assert result.returncode == 4
     assert "unauthenticated" in result.stderr
     assert "arm_wrong" not in result.stderr
+
+
+async def test_the_server_log_never_contains_a_token(demo: dict[str, Any]) -> None:
+    token, port = demo["agent"]["token"], free_port()
+    with running(["--data-dir", demo["data_dir"], "serve", "--port", str(port)]) as process:
+        base_url = f"http://127.0.0.1:{port}"
+        wait_until_healthy(base_url, process)
+        async with http_client(f"{base_url}/mcp", token) as client:
+            await client.call_tool("whoami", {})
+            await client.call_tool("no_such_tool", {"token": token})
+        with pytest.raises(Exception):  # noqa: B017,PT011  (the SDK reports the 401 in its own error types)
+            async with http_client(f"{base_url}/mcp", "arm_forged-token-value") as client:
+                await client.list_tools()
+        process.terminate()
+        output, errors = process.communicate(timeout=15)
+    assert "POST /mcp" in output + errors  # the access log ran, and saw the requests
+    assert token not in output + errors
+    assert "arm_forged-token-value" not in output + errors
+
+
+async def test_stdio_refuses_calls_once_the_token_is_revoked(demo: dict[str, Any]) -> None:
+    data_dir = Path(demo["data_dir"])
+    issued = json.loads(run_cli("--json", "token", "issue", "demo-agent", "--workspace", "demo",
+                                data_dir=data_dir).stdout)
+    parameters = StdioServerParameters(command=sys.executable, args=["-m", "armarius", "--data-dir", str(data_dir),
+                                       "mcp"], env={"ARMARIUS_TOKEN": issued["token"]})
+    async with Client(parameters) as client:
+        assert not (await client.call_tool("whoami", {})).is_error
+        assert run_cli("token", "revoke", str(issued["id"]), data_dir=data_dir).returncode == 0
+        refused = await client.call_tool("whoami", {})
+    assert refused.is_error
+    assert json.loads(refused.content[0].text)["code"] == "unauthenticated"
