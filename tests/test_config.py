@@ -70,10 +70,10 @@ def test_explicit_data_dir_wins_over_the_environment(tmp_path: Path) -> None:
 def test_values_from_the_file(tmp_path: Path) -> None:
     write_config(
         tmp_path,
-        f'[server]\nhost = "0.0.0.0"\nport = 9000\n\n[database]\nurl = "{PG_URL}"\nmigrate_url = "{PG_OWNER_URL}"\n',
+        f'[server]\nhost = "10.1.2.3"\nport = 9000\n\n[database]\nurl = "{PG_URL}"\nmigrate_url = "{PG_OWNER_URL}"\n',
     )
     settings = load_settings(tmp_path, environ={})
-    assert (settings.host, settings.port) == ("0.0.0.0", 9000)
+    assert (settings.host, settings.port) == ("10.1.2.3", 9000)
     assert (settings.database_url, settings.database_migrate_url) == (PG_URL, PG_OWNER_URL)
 
 

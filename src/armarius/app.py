@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from armarius.auth.directory import Directory
 from armarius.config import Settings
+from armarius.memory.model import MemoryLimits
+from armarius.memory.service import MemoryService
 from armarius.store import Database, open_database
 from armarius.store.schema import (
     check_postgres_role,
@@ -26,6 +28,7 @@ class Armarius:
     settings: Settings
     database: Database
     directory: Directory
+    memory: MemoryService
 
     def health(self) -> None:
         """Raises StorageUnavailable when the database does not answer."""
@@ -54,4 +57,7 @@ def open_app(settings: Settings) -> Armarius:
     except BaseException:
         database.close()
         raise
-    return Armarius(settings=settings, database=database, directory=Directory(database))
+    limits = MemoryLimits(body_max_bytes=settings.memory_body_max_bytes,
+                          duplicate_threshold=settings.memory_duplicate_threshold)
+    return Armarius(settings=settings, database=database, directory=Directory(database),
+                    memory=MemoryService(database, limits))

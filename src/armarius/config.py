@@ -29,6 +29,8 @@ class Settings:
     database_migrate_url: str | None = None
     host: str = "127.0.0.1"
     port: int = 8765
+    memory_body_max_bytes: int = 64 * 1024
+    memory_duplicate_threshold: float = 0.5
 
     @property
     def config_file(self) -> Path:
@@ -49,6 +51,25 @@ def _port(value: Any) -> int | None:
     if isinstance(value, str) and value.isdigit():
         value = int(value)
     return value if isinstance(value, int) and 0 < value < 65536 else None
+
+
+def _body_limit(value: Any) -> int | None:
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 1024 <= value <= 16 * 1024 * 1024 else None
+
+
+def _fraction(value: Any) -> float | None:
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 < value <= 1 else None
 
 
 def _database_url(value: Any) -> str | None:
@@ -75,6 +96,10 @@ _KEYS = (
          _database_url, "a postgresql:// URL of the role that owns the tables"),
     _Key("server", "host", "host", "ARMARIUS_HOST", _string, "a host name or address"),
     _Key("server", "port", "port", "ARMARIUS_PORT", _port, "a port number from 1 to 65535"),
+    _Key("memory", "body_max_bytes", "memory_body_max_bytes", "ARMARIUS_MEMORY_BODY_MAX_BYTES", _body_limit,
+         "a number of bytes from 1024 to 16777216"),
+    _Key("memory", "duplicate_threshold", "memory_duplicate_threshold", "ARMARIUS_MEMORY_DUPLICATE_THRESHOLD",
+         _fraction, "a number greater than 0 and at most 1"),
 )
 
 

@@ -7,6 +7,7 @@ with a status, the CLI to stderr and a distinct exit code.
 
     ArmariusError
     ├── InvalidInput          invalid_input        the request does not have the required form
+    │   └── ReasonRequired    reason_required      an override or confirmation without a reason
     ├── Unauthenticated       unauthenticated      no valid credential was presented
     ├── NotAllowed            not_allowed          the principal lacks the permission
     ├── NotFound              not_found            the named thing does not exist here
@@ -81,6 +82,10 @@ class InternalError(ArmariusError):
 
 class InvalidInput(ArmariusError):
     code = _register("invalid_input", 400, 3, "The request does not have the required form.")
+
+
+class ReasonRequired(InvalidInput):
+    code = _register("reason_required", 400, 3, "An override or confirmation needs a non-blank reason.")
 
 
 class Unauthenticated(ArmariusError):

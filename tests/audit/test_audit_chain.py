@@ -7,6 +7,7 @@ PostgreSQL), past Armarius and past row-level security.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 import subprocess
@@ -119,7 +120,7 @@ def test_events_link_to_their_predecessor(chains: Chains) -> None:
     events = audit.tail(chains.app.database, chains.a, limit=100)
     assert [event.seq for event in events] == list(range(1, EVENTS_IN_A + 1))
     assert events[0].prev_hash == audit.GENESIS_HASH
-    for earlier, later in zip(events, events[1:], strict=False):
+    for earlier, later in itertools.pairwise(events):
         assert later.prev_hash == earlier.hash
     assert events[2].details == {"index": 3, "note": "ünïcode ✓"}
     assert {event.workspace_id for event in events} == {chains.a}
@@ -349,7 +350,7 @@ def check_race_result(app: Armarius, workspace_id: int, workers: int, events: in
     stored = audit.tail(app.database, workspace_id, limit=total + 10)
     assert [event.seq for event in stored] == list(range(1, total + 1)), "seqs are exactly 1..total, no gaps"
     assert len({event.prev_hash for event in stored}) == total, "no two events share a predecessor (no fork)"
-    for earlier, later in zip(stored, stored[1:], strict=False):
+    for earlier, later in itertools.pairwise(stored):
         assert later.prev_hash == earlier.hash
     for worker in range(workers):
         mine = [event.details["index"] for event in stored if event.details["worker"] == worker]

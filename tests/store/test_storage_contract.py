@@ -195,11 +195,16 @@ class Abort(BaseException):
 def test_exception_rolls_back_every_write(app: Armarius, settings: Settings, failure: type[BaseException]) -> None:
     with OwnerSQL(settings) as owner:
         before = (owner.count("workspaces"), owner.count("audit_events"), owner.count("audit_heads"))
-    with pytest.raises(failure), app.database.transaction(write=True) as tx:
-        tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("doomed", utc_now()))
-        audit.append(tx, actor="operator:test", action="workspace.created", subject="doomed")
-        assert tx.scalar("SELECT count(*) AS n FROM workspaces WHERE name = ?", ("doomed",)) == 1
-        raise failure("stop here")
+
+    def write_then_fail() -> None:
+        with app.database.transaction(write=True) as tx:
+            tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("doomed", utc_now()))
+            audit.append(tx, actor="operator:test", action="workspace.created", subject="doomed")
+            assert tx.scalar("SELECT count(*) AS n FROM workspaces WHERE name = ?", ("doomed",)) == 1
+            raise failure("stop here")
+
+    with pytest.raises(failure):
+        write_then_fail()
     assert workspace_count(app) == 0
     with OwnerSQL(settings) as owner:
         assert (owner.count("workspaces"), owner.count("audit_events"), owner.count("audit_heads")) == before
@@ -212,10 +217,15 @@ def test_exception_rolls_back_every_write(app: Armarius, settings: Settings, fai
 
 def test_workspace_scoped_rollback(app: Armarius, settings: Settings) -> None:
     space = app.directory.create_workspace("scoped", by="operator:test")
-    with pytest.raises(RuntimeError), app.database.transaction(workspace_id=space.id, write=True) as tx:
-        for index in range(3):
-            audit.append(tx, actor="operator:test", action="test.event", details={"i": index})
-        raise RuntimeError("stop here")
+
+    def append_then_fail() -> None:
+        with app.database.transaction(workspace_id=space.id, write=True) as tx:
+            for index in range(3):
+                audit.append(tx, actor="operator:test", action="test.event", details={"i": index})
+            raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError):
+        append_then_fail()
     with OwnerSQL(settings) as owner:
         assert owner.rows("SELECT count(*) FROM audit_events WHERE workspace_id = ?", (space.id,)) == [(0,)]
     assert audit.verify_chain(app.database, space.id) == (0, None)
@@ -249,9 +259,8 @@ def test_percent_signs_in_sql_are_literal_on_both_engines(app: Armarius) -> None
 
 
 def test_require_workspace(app: Armarius) -> None:
-    with app.database.transaction() as tx:
-        with pytest.raises(RuntimeError):
-            tx.require_workspace()
+    with app.database.transaction() as tx, pytest.raises(RuntimeError):
+        tx.require_workspace()
     with app.database.transaction(workspace_id=7) as tx:
         assert tx.require_workspace() == 7
 
@@ -263,9 +272,14 @@ def test_unique_name_becomes_unique_violation_and_rolls_back(app: Armarius, sett
     app.directory.create_workspace("taken", by="operator:test")
     with OwnerSQL(settings) as owner:
         before = owner.count("workspaces")
-    with pytest.raises(UniqueViolation) as caught, app.database.transaction(write=True) as tx:
-        tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("written-first", utc_now()))
-        tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("taken", utc_now()))
+
+    def insert_both() -> None:
+        with app.database.transaction(write=True) as tx:
+            tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("written-first", utc_now()))
+            tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("taken", utc_now()))
+
+    with pytest.raises(UniqueViolation) as caught:
+        insert_both()
     assert isinstance(caught.value.__cause__, sqlite3.IntegrityError | psycopg.errors.UniqueViolation)
     with OwnerSQL(settings) as owner:
         assert owner.count("workspaces") == before

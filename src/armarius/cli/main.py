@@ -13,6 +13,7 @@ import click
 from armarius.cli.audit import audit
 from armarius.cli.context import CliContext
 from armarius.cli.identity import principal, token, workspace
+from armarius.cli.memory import memory
 from armarius.cli.server import demo, init, mcp, serve
 from armarius.errors import ArmariusError, InternalError
 
@@ -53,7 +54,7 @@ def cli(ctx: click.Context, data_dir: Path | None, as_json: bool) -> None:
     ctx.obj = CliContext(data_dir=data_dir, as_json=as_json)
 
 
-for command in (init, serve, mcp, demo, workspace, principal, token, audit):
+for command in (init, serve, mcp, demo, workspace, principal, token, memory, audit):
     cli.add_command(command)
 
 

@@ -1,0 +1,1 @@
+"""Project memory: entries with full history, search, links, curation and duplicate judgment."""

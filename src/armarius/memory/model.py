@@ -1,0 +1,124 @@
+"""Memory entries: their data, their validation, links and the words search sees."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+from armarius.errors import InvalidInput
+
+SLUG_SEGMENT = r"[a-z0-9]+(?:-[a-z0-9]+)*"
+SLUG_PATTERN = re.compile(rf"{SLUG_SEGMENT}(?:/{SLUG_SEGMENT})*")
+SLUG_MAX = 128
+TITLE_MAX = 200
+TAG_PATTERN = re.compile(r"[a-z0-9][a-z0-9._:-]{0,63}")
+TAGS_MAX = 20
+REASON_MAX = 2000
+LINK_PATTERN = re.compile(rf"\[\[({SLUG_SEGMENT}(?:/{SLUG_SEGMENT})*)\]\]")
+#: Words as both full-text engines see them: runs of letters and digits (underscore splits).
+WORD_PATTERN = re.compile(r"[^\W_]+")
+
+
+@dataclass(frozen=True)
+class MemoryLimits:
+    body_max_bytes: int = 64 * 1024
+    #: A new entry at least this similar (0..1) to an existing one needs confirm_distinct.
+    duplicate_threshold: float = 0.5
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: int
+    slug: str
+    title: str
+    body: str
+    tags: tuple[str, ...]
+    revision: int
+    curated_revision: int | None
+    curated_by: str | None
+    curated_at: str | None
+    review_base_revision: int | None
+    needs_review: bool
+    created_at: str
+    updated_at: str
+    updated_by: str
+
+    @property
+    def curated(self) -> bool:
+        """Curated means a human reviewed exactly the current revision."""
+        return self.curated_revision is not None and self.curated_revision == self.revision
+
+    def summary(self) -> dict[str, Any]:
+        return {"slug": self.slug, "title": self.title, "revision": self.revision, "curated": self.curated,
+                "needs_review": self.needs_review, "tags": list(self.tags), "updated_at": self.updated_at}
+
+
+def check_slug(slug: Any, field: str = "slug") -> str:
+    if not isinstance(slug, str) or len(slug) > SLUG_MAX or not SLUG_PATTERN.fullmatch(slug):
+        raise InvalidInput(
+            f"A {field} is lowercase latin letters and digits in segments joined by '-', segments joined "
+            f"by '/', at most {SLUG_MAX} characters (for example 'deploy/staging-server').",
+            field=field,
+        )
+    return slug
+
+
+def check_title(title: Any) -> str:
+    if not isinstance(title, str) or not title.strip() or len(title) > TITLE_MAX:
+        raise InvalidInput(f"A title is 1 to {TITLE_MAX} characters.", field="title")
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in title):
+        raise InvalidInput("A title is one line without control or invisible formatting characters.",
+                           field="title")
+    return title.strip()
+
+
+def check_body(body: Any, limits: MemoryLimits) -> str:
+    if not isinstance(body, str):
+        raise InvalidInput("The body is Markdown text.", field="body")
+    size = len(body.encode("utf-8"))
+    if size > limits.body_max_bytes:
+        raise InvalidInput(
+            f"The body is {size} bytes; the limit is {limits.body_max_bytes}. Split it into several "
+            "entries and link them with [[slug]].",
+            field="body", size=size, limit=limits.body_max_bytes,
+        )
+    if "\x00" in body:
+        raise InvalidInput("The body contains a NUL character.", field="body")
+    return body
+
+
+def check_tags(tags: Any) -> tuple[str, ...]:
+    if tags is None:
+        return ()
+    if not isinstance(tags, list) or len(tags) > TAGS_MAX or not all(
+        isinstance(tag, str) and TAG_PATTERN.fullmatch(tag) for tag in tags
+    ):
+        raise InvalidInput(
+            f"Tags are a list of at most {TAGS_MAX} lowercase words ([a-z0-9._:-], up to 64 characters).",
+            field="tags",
+        )
+    return tuple(sorted(set(tags)))
+
+
+def check_reason(reason: Any) -> str | None:
+    if reason is None:
+        return None
+    if not isinstance(reason, str) or len(reason) > REASON_MAX:
+        raise InvalidInput(f"A reason is text of at most {REASON_MAX} characters.", field="reason")
+    return reason.strip() or None
+
+
+def parse_links(body: str) -> list[str]:
+    """The distinct ``[[slug]]`` targets of a body, in order of first appearance."""
+    return list(dict.fromkeys(match.group(1) for match in LINK_PATTERN.finditer(body)))
+
+
+def words(text: str) -> list[str]:
+    return [word.casefold() for word in WORD_PATTERN.findall(text)]
+
+
+def slug_key(slug: str) -> str:
+    """Slugs that differ only in separators or a plural 's' share a key ('deploy/servers' ~ 'deploy-server')."""
+    return "".join(part.removesuffix("s") for part in re.split(r"[-/]", slug))

@@ -1,0 +1,229 @@
+"""Memory's SQL. Where SQLite (FTS5, bm25) and PostgreSQL (tsvector, GIN) differ, both stand here.
+
+Every statement filters by the transaction's workspace: on SQLite that is the only scoping, on
+PostgreSQL row-level security checks it a second time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from armarius.memory.model import Entry
+from armarius.store import Row, Tx
+
+_ENTRY_COLUMNS = (
+    "id, slug, title, body, tags, revision, curated_revision, curated_by, curated_at, review_base_revision, "
+    "needs_review, created_at, updated_at, updated_by"
+)
+#: bm25 weights for the FTS5 columns slug, title, body.
+_BM25 = "bm25(entries_fts, 2.0, 4.0, 1.0)"
+_HEADLINE = "StartSel=**, StopSel=**, MaxWords=24, MinWords=10, MaxFragments=1, FragmentDelimiter=\" … \""
+
+
+def entry_from_row(row: Row) -> Entry:
+    return Entry(
+        id=row["id"], slug=row["slug"], title=row["title"], body=row["body"], tags=tuple(json.loads(row["tags"])),
+        revision=row["revision"], curated_revision=row["curated_revision"], curated_by=row["curated_by"],
+        curated_at=row["curated_at"], review_base_revision=row["review_base_revision"],
+        needs_review=bool(row["needs_review"]), created_at=row["created_at"], updated_at=row["updated_at"],
+        updated_by=row["updated_by"],
+    )
+
+
+def entry_by_slug(tx: Tx, slug: str, *, lock: bool = False) -> Entry | None:
+    """The entry, locked against concurrent writers when ``lock`` (SQLite's write lock is already held)."""
+    suffix = " FOR UPDATE" if lock and tx.dialect == "postgresql" else ""
+    row = tx.one(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE workspace_id = ? AND slug = ?{suffix}",
+                 (tx.require_workspace(), slug))
+    return None if row is None else entry_from_row(row)
+
+
+def entries_by_slug_key(tx: Tx, key: str) -> list[Entry]:
+    rows = tx.all(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE workspace_id = ? AND slug_key = ?",
+                  (tx.require_workspace(), key))
+    return [entry_from_row(row) for row in rows]
+
+
+def insert_entry(tx: Tx, *, slug: str, slug_key: str, title: str, body: str, tags: str, by: str, at: str) -> int:
+    row = tx.one(
+        "INSERT INTO entries (workspace_id, slug, slug_key, title, body, tags, revision, created_at, updated_at, "
+        "updated_by) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
+        (tx.require_workspace(), slug, slug_key, title, body, tags, at, at, by),
+    )
+    assert row is not None
+    return int(row["id"])
+
+
+def update_entry(tx: Tx, entry_id: int, *, title: str, body: str, tags: str, revision: int, by: str, at: str,
+                 needs_review: bool) -> None:
+    tx.execute(
+        "UPDATE entries SET title = ?, body = ?, tags = ?, revision = ?, updated_at = ?, updated_by = ?, "
+        "needs_review = ? WHERE workspace_id = ? AND id = ?",
+        (title, body, tags, revision, at, by, needs_review, tx.require_workspace(), entry_id),
+    )
+
+
+def insert_revision(tx: Tx, entry_id: int, revision: int, *, title: str, body: str, tags: str, reason: str | None,
+                    operation_id: str, author: str, at: str, overrode_curated: bool) -> None:
+    tx.execute(
+        "INSERT INTO entry_revisions (workspace_id, entry_id, revision, title, body, tags, reason, operation_id, "
+        "author, created_at, overrode_curated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (tx.require_workspace(), entry_id, revision, title, body, tags, reason, operation_id, author, at,
+         overrode_curated),
+    )
+
+
+def replace_tags_and_links(tx: Tx, entry_id: int, tags: Sequence[str], links: Sequence[str]) -> None:
+    workspace = tx.require_workspace()
+    tx.execute("DELETE FROM entry_tags WHERE workspace_id = ? AND entry_id = ?", (workspace, entry_id))
+    tx.execute("DELETE FROM entry_links WHERE workspace_id = ? AND source_id = ?", (workspace, entry_id))
+    for tag in tags:
+        tx.execute("INSERT INTO entry_tags (workspace_id, entry_id, tag) VALUES (?, ?, ?)", (workspace, entry_id, tag))
+    for target in links:
+        tx.execute("INSERT INTO entry_links (workspace_id, source_id, target_slug) VALUES (?, ?, ?)",
+                   (workspace, entry_id, target))
+
+
+def set_curation(tx: Tx, entry_id: int, *, curated_revision: int | None, by: str | None, at: str | None,
+                 review_base_revision: int | None, needs_review: bool) -> None:
+    tx.execute(
+        "UPDATE entries SET curated_revision = ?, curated_by = ?, curated_at = ?, review_base_revision = ?, "
+        "needs_review = ? WHERE workspace_id = ? AND id = ?",
+        (curated_revision, by, at, review_base_revision, needs_review, tx.require_workspace(), entry_id),
+    )
+
+
+def revisions(tx: Tx, entry_id: int) -> list[Row]:
+    return tx.all(
+        "SELECT revision, title, body, tags, reason, operation_id, author, created_at, overrode_curated "
+        "FROM entry_revisions WHERE workspace_id = ? AND entry_id = ? ORDER BY revision",
+        (tx.require_workspace(), entry_id),
+    )
+
+
+def revision(tx: Tx, entry_id: int, number: int) -> Row | None:
+    return tx.one(
+        "SELECT revision, title, body, tags, reason, operation_id, author, created_at, overrode_curated "
+        "FROM entry_revisions WHERE workspace_id = ? AND entry_id = ? AND revision = ?",
+        (tx.require_workspace(), entry_id, number),
+    )
+
+
+def links_of(tx: Tx, entry_id: int) -> list[Row]:
+    """Outgoing links with whether their target exists."""
+    return tx.all(
+        "SELECT l.target_slug, t.title FROM entry_links l LEFT JOIN entries t "
+        "ON t.workspace_id = l.workspace_id AND t.slug = l.target_slug "
+        "WHERE l.workspace_id = ? AND l.source_id = ? ORDER BY l.target_slug",
+        (tx.require_workspace(), entry_id),
+    )
+
+
+def backlinks_of(tx: Tx, slug: str) -> list[Row]:
+    return tx.all(
+        "SELECT s.slug, s.title FROM entry_links l JOIN entries s ON s.id = l.source_id "
+        "WHERE l.workspace_id = ? AND l.target_slug = ? ORDER BY s.slug",
+        (tx.require_workspace(), slug),
+    )
+
+
+def list_entries(tx: Tx, *, prefix: str | None, tag: str | None, curated: bool | None, needs_review: bool | None,
+                 after: str | None, limit: int) -> list[Entry]:
+    conditions: list[str] = ["e.workspace_id = ?"]
+    params: list[Any] = [tx.require_workspace()]
+    if prefix:
+        conditions.append("e.slug >= ? AND e.slug < ?")
+        params += [prefix, prefix + "\U0010ffff"]
+    if tag:
+        conditions.append("e.id IN (SELECT entry_id FROM entry_tags WHERE workspace_id = ? AND tag = ?)")
+        params += [tx.require_workspace(), tag]
+    if curated is not None:
+        conditions.append("(e.curated_revision = e.revision)" if curated else
+                          "(e.curated_revision IS NULL OR e.curated_revision <> e.revision)")
+    if needs_review is not None:
+        conditions.append("e.needs_review = ?")
+        params.append(needs_review)
+    if after:
+        conditions.append("e.slug > ?")
+        params.append(after)
+    rows = tx.all(
+        f"SELECT {', '.join('e.' + c.strip() for c in _ENTRY_COLUMNS.split(','))} FROM entries e "
+        f"WHERE {' AND '.join(conditions)} ORDER BY e.slug LIMIT ?",
+        (*params, limit),
+    )
+    return [entry_from_row(row) for row in rows]
+
+
+# Full-text search ------------------------------------------------------------------------------
+
+
+def match_expression(dialect: str, groups: Sequence[Sequence[str]]) -> str:
+    """An OR of AND-groups of plain words, in each engine's syntax; words are quoted, never parsed."""
+    if dialect == "sqlite":
+        return " OR ".join("(" + " AND ".join(f'"{word}"' for word in group) + ")" for group in groups)
+    return " | ".join("(" + " & ".join(f"'{word}'" for word in group) + ")" for group in groups)
+
+
+def search(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Sequence[str]) -> list[Row]:
+    """Ranked hits with a highlighted snippet, best first."""
+    workspace = tx.require_workspace()
+    filters, params = "", list[Any]()
+    if curated_only:
+        filters += " AND e.curated_revision = e.revision"
+    if tags:
+        filters += (
+            f" AND e.id IN (SELECT entry_id FROM entry_tags WHERE workspace_id = ? AND tag IN "
+            f"({', '.join('?' for _ in tags)}) GROUP BY entry_id HAVING count(*) = ?)"
+        )
+        params = [workspace, *tags, len(tags)]
+    if tx.dialect == "sqlite":
+        return tx.all(
+            "SELECT e.slug, e.title, e.revision, e.curated_revision, "
+            "snippet(entries_fts, 2, '**', '**', '…', 20) AS snippet "
+            "FROM entries_fts JOIN entries e ON e.id = entries_fts.rowid "
+            f"WHERE entries_fts MATCH ? AND e.workspace_id = ?{filters} ORDER BY {_BM25} LIMIT ?",
+            (expression, workspace, *params, limit),
+        )
+    return tx.all(
+        "WITH q AS (SELECT to_tsquery('simple', ?) AS query), "
+        "top AS (SELECT e.slug, e.title, e.body, e.revision, e.curated_revision, ts_rank(e.tsv, q.query) AS rank "
+        f"FROM entries e, q WHERE e.workspace_id = ? AND e.tsv @@ q.query{filters} ORDER BY rank DESC LIMIT ?) "
+        f"SELECT top.slug, top.title, top.revision, top.curated_revision, "
+        f"ts_headline('simple', top.body, q.query, '{_HEADLINE}') AS snippet FROM top, q ORDER BY top.rank DESC",
+        (expression, workspace, *params, limit),
+    )
+
+
+def similar_candidates(tx: Tx, expression: str, limit: int) -> list[Entry]:
+    """Entries matching any AND-group, best first: the short list the duplicate check scores."""
+    workspace = tx.require_workspace()
+    columns = ", ".join("e." + column.strip() for column in _ENTRY_COLUMNS.split(","))
+    if tx.dialect == "sqlite":
+        rows = tx.all(
+            f"SELECT {columns} FROM entries_fts JOIN entries e ON e.id = entries_fts.rowid "
+            f"WHERE entries_fts MATCH ? AND e.workspace_id = ? ORDER BY {_BM25} LIMIT ?",
+            (expression, workspace, limit),
+        )
+    else:
+        rows = tx.all(
+            f"SELECT {columns} FROM entries e, to_tsquery('simple', ?) q "
+            "WHERE e.workspace_id = ? AND e.tsv @@ q ORDER BY ts_rank(e.tsv, q) DESC LIMIT ?",
+            (expression, workspace, limit),
+        )
+    return [entry_from_row(row) for row in rows]
+
+
+def needs_review_entries(tx: Tx) -> list[Entry]:
+    rows = tx.all(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE workspace_id = ? AND needs_review = ? ORDER BY slug",
+                  (tx.require_workspace(), True))
+    return [entry_from_row(row) for row in rows]
+
+
+def encode_tags(tags: Sequence[str]) -> str:
+    return json.dumps(list(tags), ensure_ascii=False)
+
+
+def decode_revision(row: Row) -> dict[str, Any]:
+    return {**row, "tags": json.loads(row["tags"]), "overrode_curated": bool(row["overrode_curated"])}

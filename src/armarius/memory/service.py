@@ -1,0 +1,321 @@
+"""Memory use cases: remember, recall, read, history, list; curate, uncurate, needs review.
+
+The curated check and the write happen in one transaction that holds the entry (SQLite's write
+lock; ``SELECT … FOR UPDATE`` on PostgreSQL), and curation takes the same lock: a human's
+curation is never overwritten unseen.
+"""
+
+from __future__ import annotations
+
+import difflib
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from armarius.audit import chain as audit
+from armarius.auth.model import Actor
+from armarius.auth.permissions import Kind, Permission
+from armarius.errors import Conflict, InvalidInput, NotAllowed, NotFound, ReasonRequired
+from armarius.memory import queries
+from armarius.memory.duplicates import find_duplicates
+from armarius.memory.model import (
+    Entry,
+    MemoryLimits,
+    check_body,
+    check_reason,
+    check_slug,
+    check_tags,
+    check_title,
+    parse_links,
+    slug_key,
+    words,
+)
+from armarius.store import Database, Tx, UniqueViolation, utc_now
+
+RECALL_MAX = 50
+LIST_MAX = 200
+
+CURATED_INSTRUCTION = (
+    "Nothing was written: this entry is curated - a human reviewed it. Reviewed knowledge takes "
+    "precedence over your own assumptions. Change it only if it is demonstrably wrong (for example, "
+    "you just observed the opposite). Then repeat the same call with override_curated: true and a short "
+    "reason; the curated mark will drop and a human will review the change. Otherwise change nothing, or "
+    "record your addition in an entry of your own and link it with [[{slug}]]."
+)
+DUPLICATE_INSTRUCTION = (
+    "Nothing was written: existing entries look like the same knowledge. Read the candidates. If one "
+    "covers it, update that entry instead (remember with its slug and expected_revision). If yours is "
+    "really distinct, repeat the same call with confirm_distinct: true and a reason saying how it differs."
+)
+
+
+@dataclass(frozen=True)
+class RememberRequest:
+    slug: str
+    title: str
+    body: str
+    tags: list[str] | None = None
+    expected_revision: int | None = None
+    override_curated: bool = False
+    reason: str | None = None
+    confirm_distinct: bool = False
+
+
+@dataclass
+class MemoryService:
+    database: Database
+    limits: MemoryLimits
+
+    # Agent and human reads ---------------------------------------------------------------------
+
+    def recall(self, actor: Actor, query: str, *, limit: int = 10, tags: list[str] | None = None,
+               curated_only: bool = False) -> dict[str, Any]:
+        """Ranked full-text search. User text is only ever words: no query syntax reaches the engine."""
+        actor.require(Permission.MEMORY_READ)
+        if not isinstance(query, str) or not isinstance(limit, int) or not 1 <= limit <= RECALL_MAX:
+            raise InvalidInput(f"recall takes a query string and a limit from 1 to {RECALL_MAX}.", field="limit")
+        wanted_tags = check_tags(tags)
+        terms = list(dict.fromkeys(words(query)))[:32]
+        if not terms:
+            return {"query": query, "match": "none", "results": []}
+        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            match, rows = "all", queries.search(
+                tx, queries.match_expression(tx.dialect, [terms]), limit=limit, curated_only=curated_only,
+                tags=wanted_tags,
+            )
+            if not rows and len(terms) > 1:
+                match, rows = "any", queries.search(
+                    tx, queries.match_expression(tx.dialect, [[term] for term in terms]), limit=limit,
+                    curated_only=curated_only, tags=wanted_tags,
+                )
+        results = [{
+            "slug": row["slug"], "title": row["title"], "snippet": row["snippet"], "revision": row["revision"],
+            "curated": row["curated_revision"] == row["revision"],
+        } for row in rows]
+        return {"query": query, "match": match if rows else "none", "results": results}
+
+    def read(self, actor: Actor, slug: str, revision: int | None = None) -> dict[str, Any]:
+        actor.require(Permission.MEMORY_READ)
+        check_slug(slug)
+        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            entry = self._existing(tx, slug)
+            links = queries.links_of(tx, entry.id)
+            backlinks = queries.backlinks_of(tx, slug)
+            old = queries.revision(tx, entry.id, revision) if revision is not None else None
+        if revision is not None and old is None:
+            raise NotFound(f"{slug!r} has revisions 1 to {entry.revision}.", slug=slug, revision=revision)
+        result = {
+            "slug": entry.slug, "title": entry.title, "body": entry.body, "tags": list(entry.tags),
+            "revision": entry.revision, "curated": entry.curated, "curated_revision": entry.curated_revision,
+            "curated_by": entry.curated_by, "needs_review": entry.needs_review, "updated_at": entry.updated_at,
+            "updated_by": entry.updated_by,
+            "links": [row["target_slug"] for row in links if row["title"] is not None],
+            "broken_links": [row["target_slug"] for row in links if row["title"] is None],
+            "backlinks": [row["slug"] for row in backlinks],
+        }
+        if old is not None:
+            decoded = queries.decode_revision(old)
+            result.update(title=decoded["title"], body=decoded["body"], tags=decoded["tags"],
+                          revision=decoded["revision"], current_revision=entry.revision,
+                          curated=entry.curated_revision == decoded["revision"])
+        return result
+
+    def history(self, actor: Actor, slug: str) -> dict[str, Any]:
+        """Every revision's metadata, oldest first (read a revision's full text with read(slug, revision))."""
+        actor.require(Permission.MEMORY_READ)
+        check_slug(slug)
+        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            entry = self._existing(tx, slug)
+            rows = queries.revisions(tx, entry.id)
+        listing = [{
+            "revision": row["revision"], "title": row["title"], "author": row["author"], "at": row["created_at"],
+            "reason": row["reason"], "operation": row["operation_id"],
+            "overrode_curated": bool(row["overrode_curated"]), "size": len(row["body"].encode("utf-8")),
+        } for row in rows]
+        return {"slug": slug, "revision": entry.revision, "curated_revision": entry.curated_revision,
+                "revisions": listing}
+
+    def revisions(self, actor: Actor, slug: str) -> list[dict[str, Any]]:
+        """Every revision in full (for people and exports; agents use history and read)."""
+        actor.require(Permission.MEMORY_READ)
+        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            entry = self._existing(tx, check_slug(slug))
+            return [queries.decode_revision(row) for row in queries.revisions(tx, entry.id)]
+
+    def list_entries(self, actor: Actor, *, prefix: str | None = None, tag: str | None = None,
+                     curated: bool | None = None, needs_review: bool | None = None, after: str | None = None,
+                     limit: int = 50) -> dict[str, Any]:
+        actor.require(Permission.MEMORY_READ)
+        if not 1 <= limit <= LIST_MAX:
+            raise InvalidInput(f"limit is from 1 to {LIST_MAX}.", field="limit")
+        if prefix is not None and (not isinstance(prefix, str) or len(prefix) > 128):
+            raise InvalidInput("prefix is the start of a slug.", field="prefix")
+        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            entries = queries.list_entries(tx, prefix=prefix, tag=tag, curated=curated, needs_review=needs_review,
+                                           after=after, limit=limit + 1)
+        page = entries[:limit]
+        result: dict[str, Any] = {"entries": [entry.summary() for entry in page]}
+        if len(entries) > limit:
+            result["next_after"] = page[-1].slug
+        return result
+
+    # Agent writes ------------------------------------------------------------------------------
+
+    def remember(self, actor: Actor, request: RememberRequest) -> dict[str, Any]:
+        actor.require(Permission.MEMORY_WRITE)
+        slug, title = check_slug(request.slug), check_title(request.title)
+        body = check_body(request.body, self.limits)
+        tags = None if request.tags is None else check_tags(request.tags)
+        reason = check_reason(request.reason)
+        expected = request.expected_revision
+        if expected is not None and (not isinstance(expected, int) or isinstance(expected, bool) or expected < 0):
+            raise InvalidInput("expected_revision is the revision you last read (0: no entry yet).",
+                               field="expected_revision")
+        if request.override_curated and reason is None:
+            raise ReasonRequired("override_curated needs a reason: why is the curated content no longer right?")
+        if request.confirm_distinct and reason is None:
+            raise ReasonRequired("confirm_distinct needs a reason: how does this entry differ from the candidates?")
+        operation = "op_" + uuid.uuid4().hex
+        try:
+            with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
+                entry = queries.entry_by_slug(tx, slug, lock=True)
+                current = entry.revision if entry else 0
+                if expected is not None and expected != current:
+                    raise Conflict(
+                        f"{slug!r} is at revision {current}, not {expected}. Read it again, then decide.",
+                        slug=slug, current_revision=current, expected_revision=expected,
+                    )
+                if entry is None:
+                    return self._create(tx, actor, request, slug, title, body, tags or (), reason, operation)
+                # Tags left out keep the entry's tags; an empty list clears them.
+                return self._update(tx, actor, request, entry, title, body, entry.tags if tags is None else tags,
+                                    reason, operation)
+        except UniqueViolation:
+            raise Conflict(f"{slug!r} was created by someone else just now. Read it, then decide.",
+                           slug=slug) from None
+
+    def _create(self, tx: Tx, actor: Actor, request: RememberRequest, slug: str, title: str, body: str,
+                tags: tuple[str, ...], reason: str | None, operation: str) -> dict[str, Any]:
+        if not request.confirm_distinct:
+            candidates = find_duplicates(tx, slug, title, body, self.limits.duplicate_threshold)
+            if candidates:
+                return {
+                    "status": "judgment_required", "code": "possible_duplicate", "written": False,
+                    "candidates": candidates, "instruction": DUPLICATE_INSTRUCTION,
+                }
+        now, encoded = utc_now(), queries.encode_tags(tags)
+        entry_id = queries.insert_entry(tx, slug=slug, slug_key=slug_key(slug), title=title, body=body, tags=encoded,
+                                        by=actor.audit_name, at=now)
+        queries.insert_revision(tx, entry_id, 1, title=title, body=body, tags=encoded, reason=reason,
+                                operation_id=operation, author=actor.audit_name, at=now, overrode_curated=False)
+        queries.replace_tags_and_links(tx, entry_id, tags, parse_links(body))
+        details: dict[str, Any] = {"revision": 1, "operation": operation}
+        if request.confirm_distinct:
+            details["confirmed_distinct"] = reason
+        audit.append(tx, actor=actor.audit_name, action="memory.created", subject=slug, details=details)
+        return {"status": "written", "slug": slug, "revision": 1, "created": True, "operation": operation}
+
+    def _update(self, tx: Tx, actor: Actor, request: RememberRequest, entry: Entry, title: str, body: str,
+                tags: tuple[str, ...], reason: str | None, operation: str) -> dict[str, Any]:
+        overriding = entry.curated
+        if overriding and not request.override_curated:
+            return {
+                "status": "judgment_required", "code": "curated_entry", "written": False, "slug": entry.slug,
+                "revision": entry.revision, "curated_by": entry.curated_by,
+                "instruction": CURATED_INSTRUCTION.format(slug=entry.slug),
+            }
+        if (title, body, tags) == (entry.title, entry.body, entry.tags):
+            return {"status": "unchanged", "slug": entry.slug, "revision": entry.revision}
+        revision, now, encoded = entry.revision + 1, utc_now(), queries.encode_tags(tags)
+        needs_review = entry.needs_review or overriding
+        queries.update_entry(tx, entry.id, title=title, body=body, tags=encoded, revision=revision,
+                             by=actor.audit_name, at=now, needs_review=needs_review)
+        queries.insert_revision(tx, entry.id, revision, title=title, body=body, tags=encoded, reason=reason,
+                                operation_id=operation, author=actor.audit_name, at=now, overrode_curated=overriding)
+        queries.replace_tags_and_links(tx, entry.id, tags, parse_links(body))
+        details: dict[str, Any] = {"revision": revision, "operation": operation}
+        if overriding:
+            details.update(reason=reason, curated_revision=entry.curated_revision, curated_by=entry.curated_by)
+        audit.append(tx, actor=actor.audit_name, action="memory.curated_override" if overriding else "memory.updated",
+                     subject=entry.slug, details=details)
+        result: dict[str, Any] = {"status": "written", "slug": entry.slug, "revision": revision, "created": False,
+                                  "operation": operation}
+        if needs_review:
+            result["needs_review"] = True
+        return result
+
+    # Human operations --------------------------------------------------------------------------
+
+    def curate(self, actor: Actor, slug: str, revision: int) -> dict[str, Any]:
+        """Mark exactly the revision the human read as reviewed; a newer revision refuses."""
+        _require_human(actor, Permission.MEMORY_CURATE)
+        check_slug(slug)
+        with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
+            entry = self._existing(tx, slug, lock=True)
+            if revision != entry.revision:
+                raise Conflict(
+                    f"{slug!r} is at revision {entry.revision}; you reviewed revision {revision}. What you saw is "
+                    "what you curate: read the current revision, then curate that.",
+                    slug=slug, current_revision=entry.revision, reviewed_revision=revision,
+                )
+            if entry.curated:
+                return {"slug": slug, "revision": revision, "curated": True, "changed": False}
+            queries.set_curation(tx, entry.id, curated_revision=revision, by=actor.audit_name, at=utc_now(),
+                                 review_base_revision=revision, needs_review=False)
+            audit.append(tx, actor=actor.audit_name, action="memory.curated", subject=slug,
+                         details={"revision": revision})
+        return {"slug": slug, "revision": revision, "curated": True, "changed": True}
+
+    def uncurate(self, actor: Actor, slug: str) -> dict[str, Any]:
+        _require_human(actor, Permission.MEMORY_CURATE)
+        check_slug(slug)
+        with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
+            entry = self._existing(tx, slug, lock=True)
+            if entry.curated_revision is None:
+                return {"slug": slug, "curated": False, "changed": False}
+            queries.set_curation(tx, entry.id, curated_revision=None, by=None, at=None,
+                                 review_base_revision=entry.review_base_revision, needs_review=entry.needs_review)
+            audit.append(tx, actor=actor.audit_name, action="memory.uncurated", subject=slug,
+                         details={"revision": entry.curated_revision})
+        return {"slug": slug, "curated": False, "changed": True}
+
+    def needs_review(self, actor: Actor) -> list[dict[str, Any]]:
+        """Entries whose curation an agent overrode: reasons, and a diff against the last curated revision."""
+        actor.require(Permission.MEMORY_READ)
+        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            listing = []
+            for entry in queries.needs_review_entries(tx):
+                history = [queries.decode_revision(row) for row in queries.revisions(tx, entry.id)]
+                base = next((r for r in history if r["revision"] == entry.review_base_revision), history[0])
+                overrides = [r for r in history if r["revision"] > base["revision"] and r["overrode_curated"]]
+                listing.append({
+                    "slug": entry.slug, "title": entry.title, "revision": entry.revision,
+                    "curated_revision": base["revision"],
+                    "overrides": [{"revision": r["revision"], "author": r["author"], "reason": r["reason"],
+                                   "at": r["created_at"]} for r in overrides],
+                    "diff": _diff(entry.slug, base, entry),
+                })
+        return listing
+
+    def _existing(self, tx: Tx, slug: str, *, lock: bool = False) -> Entry:
+        entry = queries.entry_by_slug(tx, slug, lock=lock)
+        if entry is None:
+            raise NotFound(f"There is no entry {slug!r} in this workspace; recall or list to find one.", slug=slug)
+        return entry
+
+
+def _require_human(actor: Actor, permission: Permission) -> None:
+    if actor.kind is not Kind.HUMAN:
+        raise NotAllowed("Only a human may do this.", permission=permission.value)
+    actor.require(permission)
+
+
+def _diff(slug: str, base: dict[str, Any], entry: Entry) -> str:
+    def text(title: str, body: str) -> list[str]:
+        return [f"# {title}\n", "\n", *body.splitlines(keepends=True)]
+
+    lines = difflib.unified_diff(
+        text(base["title"], base["body"]), text(entry.title, entry.body),
+        fromfile=f"{slug}@{base['revision']} (curated)", tofile=f"{slug}@{entry.revision}",
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)

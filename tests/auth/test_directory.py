@@ -1,0 +1,486 @@
+"""The identity directory on both engines: every refusal, and proof that a refusal wrote nothing.
+
+"Nothing was written" is checked against a snapshot of every core table (audit chain included)
+taken as the table owner, past Armarius and past row-level security.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from types import TracebackType
+from typing import Any, TypeVar
+
+import psycopg
+import pytest
+
+from armarius.app import Armarius
+from armarius.audit import chain as audit
+from armarius.auth.directory import Directory
+from armarius.auth.model import Actor
+from armarius.auth.permissions import AGENT_FORBIDDEN, Kind, Permission, Role, permissions_for, role_allowed
+from armarius.auth.secrets import TOKEN_PREFIX, token_digest, verify_password
+from armarius.config import Settings
+from armarius.errors import AlreadyExists, ArmariusError, InvalidInput, NotAllowed, NotFound, Unauthenticated
+
+OPERATOR = "operator:test"
+ADA_PASSWORD = "ada: correct horse battery staple"
+HUGO_PASSWORD = "hugo: tr0ub4dor&3"
+CORE_TABLES = ("workspaces", "principals", "memberships", "agent_tokens", "audit_events", "audit_heads")
+
+
+class OwnerSQL:
+    """Direct SQL as the table owner, past Armarius (and past row-level security on PostgreSQL)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._postgres = settings.database_url is not None
+        if self._postgres:
+            assert settings.database_migrate_url is not None
+            self._pg = psycopg.connect(settings.database_migrate_url, autocommit=True)
+        else:
+            self._lite = sqlite3.connect(settings.sqlite_path, isolation_level=None, timeout=10)
+
+    def __enter__(self) -> OwnerSQL:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        if self._postgres:
+            self._pg.close()
+        else:
+            self._lite.close()
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        if self._postgres:
+            return self._pg.execute(sql.replace("?", "%s"), params).fetchall()
+        return self._lite.execute(sql, params).fetchall()
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        if self._postgres:
+            return self._pg.execute(sql.replace("?", "%s"), params).rowcount
+        return self._lite.execute(sql, params).rowcount
+
+
+Snapshot = dict[str, list[tuple[Any, ...]]]
+Refusal = TypeVar("Refusal", bound=ArmariusError)
+
+
+@dataclass
+class World:
+    app: Armarius
+    settings: Settings
+    bot_token: str
+
+    @property
+    def directory(self) -> Directory:
+        return self.app.directory
+
+    def snapshot(self) -> Snapshot:
+        """Every row of every core table, in a stable order."""
+        with OwnerSQL(self.settings) as owner:
+            return {table: sorted(owner.rows(f"SELECT * FROM {table}"), key=repr) for table in CORE_TABLES}
+
+    def unchanged_after(self, refusal: type[Refusal], action: Callable[[], object]) -> Refusal:
+        """Run ``action``, which must be refused with ``refusal`` and change nothing at all."""
+        before = self.snapshot()
+        with pytest.raises(refusal) as caught:
+            action()
+        assert self.snapshot() == before
+        return caught.value
+
+
+@pytest.fixture
+def world(app: Armarius, settings: Settings) -> World:
+    """alpha: ada (human admin), hugo (human reader), bot (agent editor, with a token); beta: empty."""
+    directory = app.directory
+    directory.create_workspace("alpha", by=OPERATOR)
+    directory.create_workspace("beta", by=OPERATOR)
+    directory.add_principal("ada", Kind.HUMAN, workspace="alpha", role=Role.ADMIN, by=OPERATOR, password=ADA_PASSWORD)
+    directory.add_principal("hugo", Kind.HUMAN, workspace="alpha", role=Role.READER, by=OPERATOR,
+                            password=HUGO_PASSWORD)
+    directory.add_principal("bot", Kind.AGENT, workspace="alpha", role=Role.EDITOR, by=OPERATOR)
+    token = directory.issue_token("bot", workspace="alpha", label="ci", by=OPERATOR).token
+    directory.authenticate_token(token)  # first use records last_used_at; later uses within a minute write nothing
+    return World(app, settings, token)
+
+
+# Roles an agent may never have ------------------------------------------------------------------
+
+
+def test_agent_cannot_be_created_as_admin(world: World) -> None:
+    error = world.unchanged_after(NotAllowed, lambda: world.directory.add_principal(
+        "rogue", Kind.AGENT, workspace="alpha", role=Role.ADMIN, by=OPERATOR))
+    assert error.details == {"kind": "agent", "role": "admin"}
+    assert "rogue" not in [principal.name for principal, _ in world.directory.principals()]
+
+
+@pytest.mark.parametrize("workspace", ["alpha", "beta"])
+def test_agent_cannot_be_made_admin_with_set_role(world: World, workspace: str) -> None:
+    world.unchanged_after(NotAllowed, lambda: world.directory.set_role(
+        "bot", workspace=workspace, role=Role.ADMIN, by=OPERATOR))
+    assert world.directory.authenticate_token(world.bot_token).role is Role.EDITOR
+
+
+def test_human_may_be_admin_and_agent_may_be_reader_or_editor(world: World) -> None:
+    world.directory.add_principal("root", Kind.HUMAN, workspace="beta", role=Role.ADMIN, by=OPERATOR, password="pw")
+    world.directory.set_role("bot", workspace="beta", role=Role.READER, by=OPERATOR)
+    roles = {principal.name: roles for principal, roles in world.directory.principals()}
+    assert roles["root"] == {"beta": "admin"}
+    assert roles["bot"] == {"alpha": "editor", "beta": "reader"}
+
+
+def test_agent_given_a_password_is_refused(world: World) -> None:
+    world.unchanged_after(InvalidInput, lambda: world.directory.add_principal(
+        "pwbot", Kind.AGENT, workspace="alpha", role=Role.READER, by=OPERATOR, password="secret"))
+
+
+def test_agent_cannot_get_a_password_later(world: World) -> None:
+    world.unchanged_after(InvalidInput, lambda: world.directory.set_password("bot", "secret", by=OPERATOR))
+
+
+# Names ------------------------------------------------------------------------------------------
+
+
+def test_duplicate_workspace_name_is_refused(world: World) -> None:
+    error = world.unchanged_after(AlreadyExists, lambda: world.directory.create_workspace("alpha", by=OPERATOR))
+    assert error.details == {"workspace": "alpha"}
+    assert error.code == "already_exists"
+
+
+@pytest.mark.parametrize(("kind", "workspace"), [(Kind.AGENT, "alpha"), (Kind.HUMAN, "beta")])
+def test_duplicate_principal_name_is_refused(world: World, kind: Kind, workspace: str) -> None:
+    password = None if kind is Kind.AGENT else "another password"
+    error = world.unchanged_after(AlreadyExists, lambda: world.directory.add_principal(
+        "bot", kind, workspace=workspace, role=Role.READER, by=OPERATOR, password=password))
+    assert error.details == {"principal": "bot"}
+
+
+INVALID_NAMES = ["", "Alpha", "-alpha", ".alpha", "_alpha", "a" * 65, "al pha", "alpha/beta", "ålpha",
+                 "alpha\n", "alpha\x00", "alpha;drop", "\uff41lpha"]
+
+
+def test_invalid_workspace_names_are_refused(world: World) -> None:
+    for name in INVALID_NAMES:
+        error = world.unchanged_after(InvalidInput, partial(world.directory.create_workspace, name, by=OPERATOR))
+        assert error.details == {"field": "workspace"}, name
+
+
+@pytest.mark.parametrize("kind", list(Kind))
+def test_invalid_principal_names_are_refused(world: World, kind: Kind) -> None:
+    password = "a password" if kind is Kind.HUMAN else None
+    for name in INVALID_NAMES:
+        error = world.unchanged_after(InvalidInput, partial(
+            world.directory.add_principal, name, kind, workspace="alpha", role=Role.READER, by=OPERATOR,
+            password=password))
+        assert error.details == {"field": "principal"}, name
+
+
+@pytest.mark.parametrize("name", ["a", "a" * 64, "0day", "team.one_two-3"])
+def test_valid_names_are_accepted(world: World, name: str) -> None:
+    assert world.directory.create_workspace(name, by=OPERATOR).name == name
+    assert world.directory.add_principal(name, Kind.AGENT, workspace=name, role=Role.READER, by=OPERATOR).name == name
+
+
+def test_principal_in_an_unknown_workspace_is_refused(world: World) -> None:
+    world.unchanged_after(NotFound, lambda: world.directory.add_principal(
+        "newbot", Kind.AGENT, workspace="gamma", role=Role.READER, by=OPERATOR))
+
+
+def test_role_for_an_unknown_principal_or_workspace_is_refused(world: World) -> None:
+    world.unchanged_after(NotFound, lambda: world.directory.set_role(
+        "nobody", workspace="alpha", role=Role.READER, by=OPERATOR))
+    world.unchanged_after(NotFound, lambda: world.directory.set_role(
+        "bot", workspace="gamma", role=Role.READER, by=OPERATOR))
+
+
+# Tokens -----------------------------------------------------------------------------------------
+
+
+def test_token_for_a_human_is_refused(world: World) -> None:
+    world.unchanged_after(InvalidInput, lambda: world.directory.issue_token("ada", workspace="alpha", by=OPERATOR))
+
+
+def test_token_for_a_non_member_is_refused(world: World) -> None:
+    error = world.unchanged_after(NotAllowed, lambda: world.directory.issue_token(
+        "bot", workspace="beta", by=OPERATOR))
+    assert error.details == {"principal": "bot", "workspace": "beta"}
+
+
+def test_token_for_an_unknown_principal_or_workspace_is_refused(world: World) -> None:
+    world.unchanged_after(NotFound, lambda: world.directory.issue_token("nobody", workspace="alpha", by=OPERATOR))
+    world.unchanged_after(NotFound, lambda: world.directory.issue_token("bot", workspace="gamma", by=OPERATOR))
+
+
+def test_issued_token_authenticates_as_its_principal(world: World) -> None:
+    actor = world.directory.authenticate_token(world.bot_token)
+    assert (actor.principal, actor.kind, actor.workspace, actor.role) == ("bot", Kind.AGENT, "alpha", Role.EDITOR)
+    assert actor.token_id is not None
+    assert world.bot_token.startswith(TOKEN_PREFIX)
+    # 256 random bits after the prefix.
+    assert len(base64.urlsafe_b64decode(world.bot_token.removeprefix(TOKEN_PREFIX) + "=")) == 32
+
+
+def test_revoked_token_is_refused(world: World) -> None:
+    token_id = world.directory.authenticate_token(world.bot_token).token_id
+    assert token_id is not None
+    events_before = len(audit.tail(world.app.database, None, limit=1000))
+    world.directory.revoke_token(token_id, by=OPERATOR)
+    assert len(audit.tail(world.app.database, None, limit=1000)) == events_before + 1
+    assert audit.tail(world.app.database, None, limit=1)[0].action == "token.revoked"
+    world.unchanged_after(Unauthenticated, lambda: world.directory.authenticate_token(world.bot_token))
+    # Revoking again is a no-op that writes nothing; an unknown token id is refused.
+    before = world.snapshot()
+    world.directory.revoke_token(token_id, by=OPERATOR)
+    assert world.snapshot() == before
+    world.unchanged_after(NotFound, lambda: world.directory.revoke_token(token_id + 1000, by=OPERATOR))
+
+
+def test_revoking_one_token_leaves_the_others(world: World) -> None:
+    second = world.directory.issue_token("bot", workspace="alpha", label="second", by=OPERATOR)
+    world.directory.revoke_token(second.id, by=OPERATOR)
+    assert world.directory.authenticate_token(world.bot_token).principal == "bot"
+    world.unchanged_after(Unauthenticated, lambda: world.directory.authenticate_token(second.token))
+
+
+def _garbage(token: str) -> list[str]:
+    return [
+        "",
+        "garbage",
+        TOKEN_PREFIX,
+        TOKEN_PREFIX + "A" * 43,
+        token + " ",
+        " " + token,
+        token[:-1],
+        token.upper(),
+        token + "\x00",
+        token[:-1] + "é",
+        "ärm_" + token[4:],
+        "🔑" * 10,
+        token_digest(token),  # the stored digest is not a credential
+    ]
+
+
+def test_unknown_or_garbage_tokens_are_refused(world: World) -> None:
+    for presented in _garbage(world.bot_token):
+        assert presented != world.bot_token
+        error = world.unchanged_after(Unauthenticated, partial(world.directory.authenticate_token, presented))
+        # One message for every failure: nothing tells a guesser what was close.
+        assert error.message == "The agent token is missing, unknown or revoked.", presented
+
+
+def test_token_of_a_principal_removed_from_the_workspace_is_refused(world: World) -> None:
+    with OwnerSQL(world.settings) as owner:
+        removed = owner.execute(
+            "DELETE FROM memberships WHERE principal_id = (SELECT id FROM principals WHERE name = 'bot')")
+        assert removed == 1
+    world.unchanged_after(Unauthenticated, lambda: world.directory.authenticate_token(world.bot_token))
+
+
+def test_authentication_records_last_use_but_refusals_do_not(world: World) -> None:
+    infos = world.directory.tokens("alpha")
+    assert len(infos) == 1
+    assert infos[0].last_used_at is not None
+    assert infos[0].revoked_at is None
+    with OwnerSQL(world.settings) as owner:
+        owner.execute("UPDATE agent_tokens SET last_used_at = NULL")
+    world.directory.authenticate_token(world.bot_token)
+    assert world.directory.tokens("alpha")[0].last_used_at is not None
+    assert world.directory.tokens("beta") == []
+
+
+# Passwords --------------------------------------------------------------------------------------
+
+
+def test_correct_password_authenticates(world: World) -> None:
+    actor = world.directory.authenticate_password("ada", ADA_PASSWORD, workspace="alpha")
+    assert (actor.principal, actor.kind, actor.role, actor.token_id) == ("ada", Kind.HUMAN, Role.ADMIN, None)
+
+
+@pytest.mark.parametrize(
+    ("name", "password", "workspace"),
+    [
+        ("ada", "wrong password", "alpha"),
+        ("ada", "", "alpha"),
+        ("ada", ADA_PASSWORD.upper(), "alpha"),
+        ("ada", ADA_PASSWORD + " ", "alpha"),
+        ("ada", HUGO_PASSWORD, "alpha"),
+        ("nobody", ADA_PASSWORD, "alpha"),
+        ("ada", ADA_PASSWORD, "gamma"),
+        ("bot", "", "alpha"),
+        ("bot", ADA_PASSWORD, "alpha"),
+    ],
+)
+def test_wrong_credentials_are_refused_alike(world: World, name: str, password: str, workspace: str) -> None:
+    error = world.unchanged_after(Unauthenticated, lambda: world.directory.authenticate_password(
+        name, password, workspace=workspace))
+    assert error.message == "The principal name or password is wrong."
+    assert error.details == {}
+
+
+def test_human_without_a_password_cannot_log_in(world: World) -> None:
+    world.directory.add_principal("nopw", Kind.HUMAN, workspace="alpha", role=Role.EDITOR, by=OPERATOR)
+    world.unchanged_after(Unauthenticated, lambda: world.directory.authenticate_password(
+        "nopw", "", workspace="alpha"))
+
+
+def test_right_password_in_a_foreign_workspace_is_not_allowed(world: World) -> None:
+    world.unchanged_after(NotAllowed, lambda: world.directory.authenticate_password(
+        "ada", ADA_PASSWORD, workspace="beta"))
+
+
+def test_password_is_stored_as_a_salted_scrypt_hash_only(world: World) -> None:
+    world.directory.add_principal("twin", Kind.HUMAN, workspace="beta", role=Role.READER, by=OPERATOR,
+                                  password=ADA_PASSWORD)
+    with OwnerSQL(world.settings) as owner:
+        stored = dict(owner.rows("SELECT name, password_hash FROM principals"))
+    assert stored["bot"] is None
+    for name in ("ada", "hugo", "twin"):
+        scheme, n, r, p, salt, derived = stored[name].split("$")
+        assert (scheme, n, r, p) == ("scrypt", str(2**15), "8", "1")
+        assert len(base64.b64decode(salt)) == 16
+        assert len(base64.b64decode(derived)) == 32
+    assert stored["ada"] != stored["twin"], "same password, different salt, different hash"
+    assert verify_password(ADA_PASSWORD, stored["ada"])
+    assert verify_password(ADA_PASSWORD, stored["twin"])
+    assert not verify_password(HUGO_PASSWORD, stored["ada"])
+    for secret in (ADA_PASSWORD, HUGO_PASSWORD):
+        assert all(secret not in str(value) for value in stored.values())
+        assert hashlib.sha256(secret.encode()).hexdigest() not in str(stored.values())
+
+
+def test_password_change_replaces_the_hash(world: World) -> None:
+    world.directory.set_password("hugo", "a new passphrase", by=OPERATOR)
+    world.unchanged_after(Unauthenticated, lambda: world.directory.authenticate_password(
+        "hugo", HUGO_PASSWORD, workspace="alpha"))
+    assert world.directory.authenticate_password("hugo", "a new passphrase", workspace="alpha").principal == "hugo"
+    event = audit.tail(world.app.database, None, limit=1)[0]
+    assert (event.action, event.subject, event.details) == ("principal.password_changed", "hugo", {})
+
+
+# Permissions ------------------------------------------------------------------------------------
+
+SPEC_PERMISSIONS = {
+    (Kind.AGENT, Role.READER): {"memory.read", "research.query"},
+    (Kind.AGENT, Role.EDITOR): {"memory.read", "research.query", "memory.write", "drafts.create", "repairs.propose"},
+    (Kind.HUMAN, Role.READER): {"memory.read", "research.query"},
+    (Kind.HUMAN, Role.EDITOR): {"memory.read", "research.query", "memory.write", "drafts.create", "repairs.propose",
+                                "memory.curate", "approvals.issue"},
+    (Kind.HUMAN, Role.ADMIN): {permission.value for permission in Permission},
+}
+
+
+@pytest.mark.parametrize(("kind", "role"), [(kind, role) for kind in Kind for role in Role])
+def test_role_table_matches_the_spec(kind: Kind, role: Role) -> None:
+    expected = SPEC_PERMISSIONS.get((kind, role))
+    assert role_allowed(kind, role) == (expected is not None)
+    assert {permission.value for permission in permissions_for(kind, role)} == (expected or set())
+    if kind is Kind.AGENT:
+        assert not permissions_for(kind, role) & AGENT_FORBIDDEN
+
+
+def test_spec_lists_what_agents_may_never_hold() -> None:
+    assert {permission.value for permission in AGENT_FORBIDDEN} == {
+        "memory.curate", "approvals.issue", "memory.manage", "evidence.manage", "principals.manage"}
+
+
+def test_role_change_takes_effect_on_the_next_token_authentication(world: World) -> None:
+    before = world.directory.authenticate_token(world.bot_token)
+    assert before.can(Permission.MEMORY_WRITE)
+    world.directory.set_role("bot", workspace="alpha", role=Role.READER, by=OPERATOR)
+    after = world.directory.authenticate_token(world.bot_token)
+    assert after.role is Role.READER
+    assert not after.can(Permission.MEMORY_WRITE)
+    with pytest.raises(NotAllowed):
+        after.require(Permission.DRAFTS_CREATE)
+    after.require(Permission.MEMORY_READ)
+    world.directory.set_role("bot", workspace="alpha", role=Role.EDITOR, by=OPERATOR)
+    assert world.directory.authenticate_token(world.bot_token).can(Permission.MEMORY_WRITE)
+
+
+def test_role_change_takes_effect_on_the_next_password_authentication(world: World) -> None:
+    reader = world.directory.authenticate_password("hugo", HUGO_PASSWORD, workspace="alpha")
+    assert not reader.can(Permission.APPROVALS_ISSUE)
+    world.directory.set_role("hugo", workspace="alpha", role=Role.EDITOR, by=OPERATOR)
+    editor = world.directory.authenticate_password("hugo", HUGO_PASSWORD, workspace="alpha")
+    assert editor.role is Role.EDITOR
+    editor.require(Permission.APPROVALS_ISSUE)
+    editor.require(Permission.MEMORY_CURATE)
+    with pytest.raises(NotAllowed):
+        editor.require(Permission.PRINCIPALS_MANAGE)
+    role_events = [event for event in audit.tail(world.app.database, None, limit=100)
+                   if event.action == "principal.role_set" and event.subject == "hugo"]
+    assert [event.details for event in role_events] == [
+        {"workspace": "alpha", "role": "reader"}, {"workspace": "alpha", "role": "editor"}]
+
+
+@pytest.mark.parametrize("permission", sorted(AGENT_FORBIDDEN))
+def test_agent_actor_is_refused_forbidden_permissions(world: World, permission: Permission) -> None:
+    actor = world.directory.authenticate_token(world.bot_token)
+    with pytest.raises(NotAllowed) as caught:
+        actor.require(permission)
+    assert caught.value.details == {"permission": permission.value}
+    # Checked again when used, even if an actor were built with every permission.
+    inflated = Actor(principal_id=actor.principal_id, principal="bot", kind=Kind.AGENT, workspace_id=actor.workspace_id,
+                     workspace="alpha", role=Role.EDITOR, permissions=frozenset(Permission))
+    assert not inflated.can(permission)
+    with pytest.raises(NotAllowed):
+        inflated.require(permission)
+    inflated.require(Permission.MEMORY_WRITE)
+
+
+def test_human_admin_holds_every_permission(world: World) -> None:
+    admin = world.directory.authenticate_password("ada", ADA_PASSWORD, workspace="alpha")
+    for permission in Permission:
+        admin.require(permission)
+    assert admin.describe()["permissions"] == sorted(permission.value for permission in Permission)
+
+
+# Secrets at rest --------------------------------------------------------------------------------
+
+
+def database_text(world: World) -> bytes:
+    """Everything the database holds, as bytes: the SQLite files, or a dump of every PostgreSQL table."""
+    if world.settings.database_url is None:
+        path = world.settings.sqlite_path
+        files = [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-journal")]
+        return b"".join(file.read_bytes() for file in files if file.exists())
+    with OwnerSQL(world.settings) as owner:
+        tables = [row[0] for row in owner.rows(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'public' AND c.relkind = 'r'")]
+        assert set(CORE_TABLES) <= set(tables)
+        dump = [str(row[0]) for table in tables for row in owner.rows(f"SELECT t::text FROM {table} t")]
+    return "\n".join(dump).encode("utf-8")
+
+
+def test_plaintext_token_is_never_stored(world: World) -> None:
+    second = world.directory.issue_token("bot", workspace="alpha", label="second", by=OPERATOR)
+    world.directory.authenticate_token(second.token)
+    world.unchanged_after(Unauthenticated, lambda: world.directory.authenticate_token(second.token + "x"))
+    world.directory.revoke_token(second.id, by=OPERATOR)
+    stored = database_text(world)
+    # The dump does hold the directory's data (the check below could find a token if it were there).
+    assert b"ada" in stored
+    assert token_digest(second.token).encode() in stored
+    assert token_digest(world.bot_token).encode() in stored
+    for token in (world.bot_token, second.token):
+        assert token.encode() not in stored
+        assert token.removeprefix(TOKEN_PREFIX).encode() not in stored
+    for password in (ADA_PASSWORD, HUGO_PASSWORD):
+        assert password.encode() not in stored
+
+
+def test_audit_events_carry_no_secret(world: World) -> None:
+    world.directory.set_password("ada", "fresh secret words", by=OPERATOR)
+    events = audit.tail(world.app.database, None, limit=1000)
+    assert {"token.issued", "principal.created", "principal.password_changed"} <= {e.action for e in events}
+    text = repr([event.to_dict() for event in events])
+    for secret in (world.bot_token, world.bot_token.removeprefix(TOKEN_PREFIX), ADA_PASSWORD, HUGO_PASSWORD,
+                   "fresh secret words", token_digest(world.bot_token)):
+        assert secret not in text
+    issued = next(event for event in events if event.action == "token.issued")
+    assert issued.details == {"token_id": 1, "workspace": "alpha", "label": "ci"}
+    assert audit.verify_all(world.app.database, [])[1] == []
