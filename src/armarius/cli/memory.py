@@ -49,7 +49,8 @@ def memory_needs_review(cli: CliContext, workspace: str, principal: str, passwor
     lines = []
     for item in listing:
         lines.append(f"== {item['slug']} (revision {item['revision']}, curated was {item['curated_revision']})")
-        lines += [f"   overridden in revision {o['revision']} by {o['author']}: {o['reason']}" for o in item["overrides"]]
+        lines += [f"   overridden in revision {override['revision']} by {override['author']}: {override['reason']}"
+                  for override in item["overrides"]]
         lines.append(item["diff"])
     cli.emit(listing, text="\n".join(lines) if lines else "Nothing needs review.")
 

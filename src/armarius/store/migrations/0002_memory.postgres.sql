@@ -18,10 +18,12 @@ CREATE TABLE entries (
     created_at            text NOT NULL,
     updated_at            text NOT NULL,
     updated_by            text NOT NULL,
+    -- Punctuation that PostgreSQL's parser would join words with (paths, hosts, e-mails, hyphens)
+    -- becomes a space, so words split as SQLite's FTS5 splits them.
     tsv                   tsvector GENERATED ALWAYS AS (
         setweight(to_tsvector('simple', translate(slug, '/-', '  ')), 'A')
-        || setweight(to_tsvector('simple', title), 'A')
-        || setweight(to_tsvector('simple', body), 'B')
+        || setweight(to_tsvector('simple', translate(title, '/.-_@:+\', '        ')), 'A')
+        || setweight(to_tsvector('simple', translate(body, '/.-_@:+\', '        ')), 'B')
     ) STORED,
     UNIQUE (workspace_id, slug)
 );
