@@ -51,9 +51,9 @@ def open_app(settings: Settings) -> Armarius:
     """Open the configured database and refuse to go on with an out-of-date schema."""
     database = open_database(settings.database_url, settings.sqlite_path)
     try:
-        check_schema(database)
         if database.dialect == "postgresql":
             check_postgres_role(database)
+        check_schema(database)
     except BaseException:
         database.close()
         raise

@@ -341,7 +341,7 @@ print("done", flush=True)
 """
 
 WORKERS = 4
-EVENTS_PER_WORKER = 60
+EVENTS_PER_WORKER = 200
 
 
 def check_race_result(app: Armarius, workspace_id: int, workers: int, events: int) -> None:

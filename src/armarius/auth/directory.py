@@ -7,6 +7,7 @@ Every change is written together with its audit event in one transaction. Operat
 from __future__ import annotations
 
 import re
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,8 @@ from armarius.errors import AlreadyExists, InvalidInput, NotAllowed, NotFound, U
 from armarius.store import Database, Row, Tx, UniqueViolation, utc_now
 
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+#: Compared against when a name has no password, so that a miss costs a full scrypt too.
+_UNUSABLE_HASH = hash_password(secrets.token_urlsafe(16))
 #: A token's last-used time is written at most this often (seconds), not on every request.
 _LAST_USED_GRANULARITY = 60
 
@@ -232,9 +235,10 @@ class Directory:
                 "LEFT JOIN memberships m ON m.workspace_ref = w.id AND m.principal_id = p.id WHERE p.name = ?",
                 (workspace, name),
             )
-        if row is None or row["kind"] != Kind.HUMAN.value or not row["password_hash"]:
-            raise refusal
-        if not verify_password(password, row["password_hash"]):
+        usable = row is not None and row["kind"] == Kind.HUMAN.value and bool(row["password_hash"])
+        # Hash even when there is nothing to compare with, so timing does not tell which names exist.
+        matches = verify_password(password, row["password_hash"] if usable and row else _UNUSABLE_HASH)
+        if not usable or not matches or row is None:
             raise refusal
         if row["role"] is None:
             raise NotAllowed(f"{name!r} is not a member of workspace {workspace!r}.", workspace=workspace)

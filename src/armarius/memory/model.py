@@ -112,7 +112,7 @@ def check_reason(reason: Any) -> str | None:
 
 def parse_links(body: str) -> list[str]:
     """The distinct ``[[slug]]`` targets of a body, in order of first appearance."""
-    return list(dict.fromkeys(match.group(1) for match in LINK_PATTERN.finditer(body)))
+    return list(dict.fromkeys(m.group(1) for m in LINK_PATTERN.finditer(body) if len(m.group(1)) <= SLUG_MAX))
 
 
 def words(text: str) -> list[str]:

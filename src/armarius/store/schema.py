@@ -161,9 +161,20 @@ def postgres_role(url: str) -> str:
 
 
 def check_postgres_role(database: Database) -> None:
-    """Refuse a runtime role that bypasses row-level security (a superuser or BYPASSRLS)."""
+    """Refuse a runtime role that bypasses row-level security, or that the migrations never granted."""
     with database.transaction() as tx:
         row = tx.one("SELECT rolsuper, rolbypassrls, rolname FROM pg_roles WHERE rolname = current_user")
+        ungranted = tx.scalar(
+            "SELECT to_regclass('schema_migrations') IS NOT NULL "
+            "AND NOT has_table_privilege('schema_migrations', 'SELECT') AS ungranted"
+        )
+    if ungranted:
+        raise ConfigError(
+            "The server's PostgreSQL role has no grants on the Armarius tables. Run `armarius init` with "
+            "database.url set to this role (and migrate_url to the owner): the migrations grant the role "
+            "of database.url what it needs.",
+            key="database.url",
+        )
     if row is None or row["rolsuper"] or row["rolbypassrls"]:
         raise ConfigError(
             "The server's PostgreSQL role bypasses row-level security (superuser or BYPASSRLS), so "
