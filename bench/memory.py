@@ -5,17 +5,21 @@ is bench/corpus.py. For each engine and each corpus size (cumulative: the 100,00
 10,000 one plus 90,000 more documents) the benchmark measures
 
 * remember per second from one client through the service layer (``app.memory.remember``, new
-  slugs, the duplicate check running) and over MCP stdio (``python -m armarius mcp``);
+  slugs, realistic documents, the duplicate check running) and over MCP stdio
+  (``python -m armarius mcp``, the MCP SDK's client);
 * recall p50/p95 through the service layer (``app.memory.recall``, limit 10) for each query class
   and the mix, next to the same query as a bare FTS query on the driver (SQLite FTS5 bm25,
   PostgreSQL ts_rank over the stored tsvector), and their ratio: our overhead;
-* recall p50 over MCP stdio (the mix).
+* recall over MCP stdio (the mix).
 
 Bare queries do the same logical work as recall: all words (AND); if that finds nothing and the
 query has several words, any word (OR). ``bare AND`` is the first query alone, comparable to the
 anchors. The corpus is loaded with the memory query functions in large transactions (no audit
 events), so the schema's own FTS5 triggers and generated tsvector column fill the indexes;
 PostgreSQL gets ``VACUUM ANALYZE`` after each load, as autovacuum would do.
+
+Every timed loop stops at its count or its time budget (``--budget`` seconds), whichever comes
+first, so a slow path shows as a rate over fewer calls instead of stalling the run.
 
 The benchmark makes its own temporary SQLite folder and its own temporary PostgreSQL database
 with a non-owner login role (admin URL from ARMARIUS_BENCH_PG_URL, default
@@ -47,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from corpus import QUERY_CLASSES, Corpus, Document
 
 from armarius.app import Armarius, initialize, open_app
 from armarius.auth.model import Actor
@@ -56,15 +61,14 @@ from armarius.memory import queries
 from armarius.memory.model import parse_links, slug_key, words
 from armarius.memory.service import RememberRequest
 from armarius.store import utc_now
-from corpus import QUERY_CLASSES, Corpus, Document
 
 PG_ADMIN_URL = os.environ.get("ARMARIUS_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 OPERATOR = "operator:bench"
 WORKSPACE, AGENT = "bench", "bench-agent"
 LOAD_BATCH = 5_000
-#: New documents for remember get indexes far above the corpus, in a block per engine and size.
+#: New documents for remember get indexes far above the corpus, in a block per size.
 NEW_BASE, NEW_BLOCK = 10_000_000, 100_000
-WARMUP_WRITES, WARMUP_QUERIES = 50, 20
+WARMUP_WRITES, WARMUP_QUERIES, WARMUP_SECONDS = 30, 10, 3.0
 RECALL_LIMIT = 10
 
 SQLITE_BARE = (
@@ -86,12 +90,19 @@ ANCHORS = (
     ("one document per transaction", "SQLite WAL, synchronous=NORMAL / PG autocommit", "3,571/s / 1,446/s"),
     ("write_note single client / throughput ceiling", "basic-memory", "p50 91 ms / ~6.8 writes/s"),
 )
+#: Bare top-10 p50 at 100k documents (ms) per engine and class, from the anchors.
+BARE_ANCHORS = {
+    "sqlite": {"rare": 0.30, "two-word": 0.51, "common": 12.9},
+    "postgresql": {"rare": 0.80, "two-word": 0.50, "common": 93.7},
+}
 
 
 # Figures ----------------------------------------------------------------------------------------
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
+    if not values:
+        return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
@@ -100,8 +111,29 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f}"
 
 
+class Deadline:
+    def __init__(self, seconds: float) -> None:
+        self.end = time.perf_counter() + seconds
+
+    def passed(self) -> bool:
+        return time.perf_counter() >= self.end
+
+
 @dataclass
-class ClassFigures:
+class Writes:
+    """One client's sequential writes: latencies, wall time, and what the answers said."""
+
+    latencies: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    statuses: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.seconds if self.seconds else float("nan")
+
+
+@dataclass
+class Reads:
     service: list[float] = field(default_factory=list)
     bare: list[float] = field(default_factory=list)
     bare_and: list[float] = field(default_factory=list)
@@ -119,23 +151,19 @@ class SizeFigures:
     entries: int
     load_seconds: float
     prepare_seconds: float
-    remember_rate: float = 0.0
-    remember_p50: float = 0.0
-    remember_statuses: Counter[str] = field(default_factory=Counter)
-    recall: dict[str, ClassFigures] = field(default_factory=dict)
-    mcp_remember_rate: float = 0.0
-    mcp_remember_p50: float = 0.0
-    mcp_remember_statuses: Counter[str] = field(default_factory=Counter)
+    remember: Writes = field(default_factory=Writes)
+    recall: dict[str, Reads] = field(default_factory=dict)
+    mcp_remember: Writes = field(default_factory=Writes)
     mcp_recall: list[float] = field(default_factory=list)
 
-    def mix(self) -> ClassFigures:
-        mixed = ClassFigures()
-        for figures in self.recall.values():
-            mixed.service += figures.service
-            mixed.bare += figures.bare
-            mixed.bare_and += figures.bare_and
-            mixed.fallbacks += figures.fallbacks
-            mixed.hits += figures.hits
+    def mix(self) -> Reads:
+        mixed = Reads()
+        for reads in self.recall.values():
+            mixed.service += reads.service
+            mixed.bare += reads.bare
+            mixed.bare_and += reads.bare_and
+            mixed.fallbacks += reads.fallbacks
+            mixed.hits += reads.hits
         return mixed
 
 
@@ -263,52 +291,60 @@ def request(document: Document) -> RememberRequest:
     return RememberRequest(slug=document.slug, title=document.title, body=document.body, tags=list(document.tags))
 
 
-def measure_remember(app: Armarius, actor: Actor, documents: Sequence[Document], figures: SizeFigures,
-                     profiler: cProfile.Profile | None) -> None:
+def measure_remember(app: Armarius, actor: Actor, documents: Sequence[Document], budget: float,
+                     profiler: cProfile.Profile | None) -> Writes:
+    warmup = Deadline(WARMUP_SECONDS)
     for document in documents[:WARMUP_WRITES]:
         app.memory.remember(actor, request(document))
+        if warmup.passed():
+            break
     timed = [request(document) for document in documents[WARMUP_WRITES:]]
-    latencies = []
+    writes, deadline = Writes(), Deadline(budget)
     if profiler is not None:
         profiler.enable()
     started = time.perf_counter()
     for remember in timed:
         begun = time.perf_counter()
         result = app.memory.remember(actor, remember)
-        latencies.append(time.perf_counter() - begun)
-        figures.remember_statuses[result["status"]] += 1
-    elapsed = time.perf_counter() - started
+        writes.latencies.append(time.perf_counter() - begun)
+        writes.statuses[result["status"]] += 1
+        if deadline.passed():
+            break
+    writes.seconds = time.perf_counter() - started
     if profiler is not None:
         profiler.disable()
-    figures.remember_rate = len(timed) / elapsed
-    figures.remember_p50 = percentile(latencies, 0.5)
+    return writes
 
 
-def measure_recall(app: Armarius, actor: Actor, bare: BareSearch, query_sets: dict[str, list[str]],
-                   figures: SizeFigures, profiler: cProfile.Profile | None) -> None:
-    for query_set in query_sets.values():
-        for query in query_set[:WARMUP_QUERIES]:
-            app.memory.recall(actor, query, limit=RECALL_LIMIT)
-            bare.search(query)
-    for query_class, query_set in query_sets.items():
-        result = figures.recall[query_class] = ClassFigures()
-        for number, query in enumerate(query_set):
-            # Alternate which side runs first, so neither always finds the pages the other just read.
-            for side in (("service", "bare") if number % 2 == 0 else ("bare", "service")):
-                begun = time.perf_counter()
-                if side == "service":
-                    if profiler is not None:
-                        profiler.enable()
-                    answer = app.memory.recall(actor, query, limit=RECALL_LIMIT)
-                    if profiler is not None:
-                        profiler.disable()
-                    result.service.append(time.perf_counter() - begun)
-                    result.hits += bool(answer["results"])
-                else:
-                    _rows, first, fell_back = bare.search(query)
-                    result.bare.append(time.perf_counter() - begun)
-                    result.bare_and.append(first)
-                    result.fallbacks += fell_back
+def measure_recall(app: Armarius, actor: Actor, bare: BareSearch, query_set: Sequence[str], budget: float,
+                   profiler: cProfile.Profile | None) -> Reads:
+    warmup = Deadline(WARMUP_SECONDS)
+    for query in query_set[-WARMUP_QUERIES:]:  # the tail: timed only if the budget allows every query
+        app.memory.recall(actor, query, limit=RECALL_LIMIT)
+        bare.search(query)
+        if warmup.passed():
+            break
+    reads, deadline = Reads(), Deadline(budget)
+    for number, query in enumerate(query_set):
+        # Alternate which side runs first, so neither always finds the pages the other just read.
+        for side in ("service", "bare") if number % 2 == 0 else ("bare", "service"):
+            begun = time.perf_counter()
+            if side == "service":
+                if profiler is not None:
+                    profiler.enable()
+                answer = app.memory.recall(actor, query, limit=RECALL_LIMIT)
+                if profiler is not None:
+                    profiler.disable()
+                reads.service.append(time.perf_counter() - begun)
+                reads.hits += bool(answer["results"])
+            else:
+                _rows, first, fell_back = bare.search(query)
+                reads.bare.append(time.perf_counter() - begun)
+                reads.bare_and.append(first)
+                reads.fallbacks += fell_back
+        if deadline.passed():
+            break
+    return reads
 
 
 # MCP stdio --------------------------------------------------------------------------------------
@@ -322,8 +358,9 @@ def mcp_environment(settings: Settings, token: str) -> dict[str, str]:
     return env
 
 
-async def _mcp_session(settings: Settings, token: str, documents: Sequence[Document], mixed: Sequence[str],
-                       figures: SizeFigures) -> None:
+async def measure_mcp(settings: Settings, token: str, documents: Sequence[Document], mixed: Sequence[str],
+                      budget: float, figures: SizeFigures) -> None:
+    """One stdio server process, one client: remember calls, then recall calls (the mix)."""
     from mcp.client.client import Client
     from mcp.client.stdio import StdioServerParameters
 
@@ -336,24 +373,30 @@ async def _mcp_session(settings: Settings, token: str, documents: Sequence[Docum
         return {"slug": document.slug, "title": document.title, "body": document.body, "tags": list(document.tags)}
 
     async with Client(parameters) as client:
-        for document in documents[:WARMUP_WRITES]:
+        warmup = Deadline(WARMUP_SECONDS)
+        for document, query in zip(documents[:WARMUP_WRITES], mixed[::max(1, len(mixed) // WARMUP_WRITES)],
+                                   strict=False):
             await client.call_tool("remember", arguments(document))
-        for query in mixed[:WARMUP_QUERIES]:
             await client.call_tool("recall", {"query": query, "limit": RECALL_LIMIT})
-        latencies = []
+            if warmup.passed():
+                break
+        writes, deadline = figures.mcp_remember, Deadline(budget)
         started = time.perf_counter()
         for document in documents[WARMUP_WRITES:]:
             begun = time.perf_counter()
             result = await client.call_tool("remember", arguments(document))
-            latencies.append(time.perf_counter() - begun)
-            status = "error" if result.is_error else (result.structured_content or {}).get("status", "?")
-            figures.mcp_remember_statuses[status] += 1
-        figures.mcp_remember_rate = (len(documents) - WARMUP_WRITES) / (time.perf_counter() - started)
-        figures.mcp_remember_p50 = percentile(latencies, 0.5)
+            writes.latencies.append(time.perf_counter() - begun)
+            writes.statuses["error" if result.is_error else (result.structured_content or {}).get("status", "?")] += 1
+            if deadline.passed():
+                break
+        writes.seconds = time.perf_counter() - started
+        deadline = Deadline(budget)
         for query in mixed:
             begun = time.perf_counter()
             await client.call_tool("recall", {"query": query, "limit": RECALL_LIMIT})
             figures.mcp_recall.append(time.perf_counter() - begun)
+            if deadline.passed():
+                break
 
 
 # One engine -------------------------------------------------------------------------------------
@@ -367,8 +410,38 @@ class Options:
     remembers: int
     mcp_remembers: int
     mcp_queries: int
+    budget: float
     seed: int
     profile: bool
+
+
+def interleave(query_sets: dict[str, list[str]], count: int) -> list[str]:
+    """The mix: the classes' queries in turn, ``count`` in all."""
+    rounds = zip(*query_sets.values(), strict=False)
+    return [query for round_ in rounds for query in round_][:count]
+
+
+def measure_size(app: Armarius, actor: Actor, token: str, bare: BareSearch, corpus: Corpus, figures: SizeFigures,
+                 stage: int, options: Options, profiles: dict[str, cProfile.Profile]) -> None:
+    engine, size, budget = figures.engine, figures.size, options.budget
+    profiling = options.profile and engine == "sqlite" and size == options.sizes[-1]
+    base = NEW_BASE + stage * NEW_BLOCK
+    writes = corpus.documents(base, base + WARMUP_WRITES + options.remembers, new_slug)
+    figures.remember = measure_remember(app, actor, writes, budget,
+                                        profiles.setdefault("remember", cProfile.Profile()) if profiling else None)
+    print(f"  {engine} {size:,}: remember {figures.remember.rate:,.0f}/s over {len(figures.remember.latencies)} "
+          "calls", flush=True)
+    query_sets = {name: corpus.queries(name, options.queries, size) for name in QUERY_CLASSES}
+    for name, query_set in query_sets.items():
+        figures.recall[name] = measure_recall(app, actor, bare, query_set, budget,
+                                              profiles.setdefault("recall", cProfile.Profile()) if profiling else None)
+    print(f"  {engine} {size:,}: recall mix p50 {ms(percentile(figures.mix().service, 0.5))} ms", flush=True)
+    mcp_base = base + NEW_BLOCK // 2
+    mcp_writes = corpus.documents(mcp_base, mcp_base + WARMUP_WRITES + options.mcp_remembers, new_slug)
+    asyncio.run(measure_mcp(app.settings, token, mcp_writes, interleave(query_sets, options.mcp_queries), budget,
+                            figures))
+    print(f"  {engine} {size:,}: MCP remember {figures.mcp_remember.rate:,.0f}/s, recall p50 "
+          f"{ms(percentile(figures.mcp_recall, 0.5))} ms", flush=True)
 
 
 def run_engine(engine: str, settings: Settings, corpus: Corpus, documents: Sequence[Document],
@@ -391,25 +464,10 @@ def run_engine(engine: str, settings: Settings, corpus: Corpus, documents: Seque
             figures = SizeFigures(engine, size, entry_count(app, workspace.id), loaded_at - started,
                                   time.perf_counter() - loaded_at)
             loaded = size
-            print(f"  {engine} {size:,}: loaded {figures.entries:,} entries in {figures.load_seconds:.1f} s "
-                  f"(+ {figures.prepare_seconds:.1f} s vacuum/analyze)", flush=True)
-            base = NEW_BASE + stage * NEW_BLOCK
-            profile = options.profile and engine == "sqlite" and size == options.sizes[-1]
-            writes = corpus.documents(base, base + WARMUP_WRITES + options.remembers, new_slug)
-            measure_remember(app, actor, writes, figures, profiles.setdefault("remember", cProfile.Profile())
-                             if profile else None)
-            print(f"  {engine} {size:,}: remember {figures.remember_rate:,.0f}/s", flush=True)
-            query_sets = {name: corpus.queries(name, options.queries, size) for name in QUERY_CLASSES}
-            measure_recall(app, actor, bare, query_sets, figures, profiles.setdefault("recall", cProfile.Profile())
-                           if profile else None)
-            print(f"  {engine} {size:,}: recall mix p50 {ms(percentile(figures.mix().service, 0.5))} ms", flush=True)
-            mcp_writes = corpus.documents(base + NEW_BLOCK // 2,
-                                          base + NEW_BLOCK // 2 + WARMUP_WRITES + options.mcp_remembers, new_slug)
-            per_class = max(1, options.mcp_queries // len(QUERY_CLASSES))
-            mixed = [query for name in QUERY_CLASSES for query in query_sets[name][:per_class]]
-            asyncio.run(_mcp_session(settings, token, mcp_writes, mixed, figures))
-            print(f"  {engine} {size:,}: MCP remember {figures.mcp_remember_rate:,.0f}/s, "
-                  f"recall p50 {ms(percentile(figures.mcp_recall, 0.5))} ms", flush=True)
+            print(f"  {engine} {size:,}: loaded to {figures.entries:,} entries in {figures.load_seconds:.1f} s"
+                  + (f" (+ {figures.prepare_seconds:.1f} s VACUUM ANALYZE)" if engine == "postgresql" else ""),
+                  flush=True)
+            measure_size(app, actor, token, bare, corpus, figures, stage, options, profiles)
             results.append(figures)
     finally:
         if bare is not None:
@@ -425,49 +483,64 @@ def _verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
 
-def print_report(results: list[SizeFigures], options: Options) -> None:
-    print()
-    print("remember, one client (new slugs, duplicate check on; service: app.memory.remember; "
-          "MCP: python -m armarius mcp over stdio)")
-    print(f"{'engine':<11}{'entries':>9}{'service/s':>11}{'p50 ms':>8}{'MCP/s':>8}{'MCP p50':>9}  statuses")
+def print_writes(results: list[SizeFigures]) -> None:
+    print("remember, one client, sequential (new slugs, duplicate check on) - service: app.memory.remember; "
+          "MCP: python -m armarius mcp over stdio")
+    print(f"{'engine':<11}{'entries':>9}{'calls':>7}{'per s':>8}{'p50 ms':>8}{'p95 ms':>8}"
+          f"{'MCP calls':>11}{'per s':>7}{'p50 ms':>8}{'p95 ms':>8}  answers")
     for figures in results:
-        statuses = dict(figures.remember_statuses + figures.mcp_remember_statuses)
-        print(f"{figures.engine:<11}{figures.entries:>9,}{figures.remember_rate:>11,.0f}{ms(figures.remember_p50):>8}"
-              f"{figures.mcp_remember_rate:>8,.0f}{ms(figures.mcp_remember_p50):>9}  {statuses}")
-    print()
-    print(f"recall top-{RECALL_LIMIT}, ms (service: app.memory.recall; bare: the driver's FTS query doing the "
-          "same AND-then-OR work; bare AND: the first query alone)")
-    print(f"{'engine':<11}{'size':>8}  {'class':<9}{'p50':>8}{'p95':>8}{'bare p50':>10}{'bare p95':>10}"
-          f"{'ratio':>7}{'bare AND':>10}{'hits':>6}{'OR':>5}")
+        service, mcp = figures.remember, figures.mcp_remember
+        answers = dict(service.statuses + mcp.statuses)
+        print(f"{figures.engine:<11}{figures.entries:>9,}{len(service.latencies):>7}{service.rate:>8,.0f}"
+              f"{ms(percentile(service.latencies, 0.5)):>8}{ms(percentile(service.latencies, 0.95)):>8}"
+              f"{len(mcp.latencies):>11}{mcp.rate:>7,.0f}{ms(percentile(mcp.latencies, 0.5)):>8}"
+              f"{ms(percentile(mcp.latencies, 0.95)):>8}  {answers}")
+
+
+def print_reads(results: list[SizeFigures], options: Options) -> None:
+    print(f"recall top-{RECALL_LIMIT}, ms - service: app.memory.recall; bare: the driver's FTS query doing the "
+          "same AND-then-OR work; bare AND: the first query alone; anchor: bare p50 at 100k (BENCHMARKS.md)")
+    print(f"{'engine':<11}{'size':>8}  {'class':<9}{'n':>4}{'p50':>8}{'p95':>8}{'bare p50':>10}{'bare p95':>10}"
+          f"{'ratio':>7}{'bare AND':>10}{'anchor':>8}{'hits':>6}{'OR':>5}")
     for figures in results:
-        rows = [*figures.recall.items(), ("mix", figures.mix())]
-        for name, numbers in rows:
-            print(f"{figures.engine:<11}{figures.size:>8,}  {name:<9}{ms(percentile(numbers.service, 0.5)):>8}"
-                  f"{ms(percentile(numbers.service, 0.95)):>8}{ms(percentile(numbers.bare, 0.5)):>10}"
-                  f"{ms(percentile(numbers.bare, 0.95)):>10}{numbers.ratio():>6.2f}x"
-                  f"{ms(percentile(numbers.bare_and, 0.5)):>10}{numbers.hits:>6}{numbers.fallbacks:>5}")
-    print(f"({options.queries} queries per class; hits: queries answered with results; OR: queries whose "
-          "words never occur together, answered by the any-word fallback)")
+        for name, reads in [*figures.recall.items(), ("mix", figures.mix())]:
+            anchor = BARE_ANCHORS[figures.engine].get(name) if figures.size == 100_000 else None
+            print(f"{figures.engine:<11}{figures.size:>8,}  {name:<9}{len(reads.service):>4}"
+                  f"{ms(percentile(reads.service, 0.5)):>8}{ms(percentile(reads.service, 0.95)):>8}"
+                  f"{ms(percentile(reads.bare, 0.5)):>10}{ms(percentile(reads.bare, 0.95)):>10}{reads.ratio():>6.2f}x"
+                  f"{ms(percentile(reads.bare_and, 0.5)):>10}{'' if anchor is None else f'{anchor:.2f}':>8}"
+                  f"{reads.hits:>6}{reads.fallbacks:>5}")
+    print(f"(n: timed queries of {options.queries} per class within the budget; hits: queries answered with "
+          "results; OR: queries whose words never occur together, answered by the any-word fallback)")
     print()
-    print("recall over MCP stdio, mix, ms")
+    print("recall over MCP stdio, the mix, ms (anchor at 10k: @modelcontextprotocol/server-memory search p50 35.9 ms)")
     print(f"{'engine':<11}{'size':>8}{'calls':>7}{'p50':>8}{'p95':>8}")
     for figures in results:
         print(f"{figures.engine:<11}{figures.size:>8,}{len(figures.mcp_recall):>7}"
               f"{ms(percentile(figures.mcp_recall, 0.5)):>8}{ms(percentile(figures.mcp_recall, 0.95)):>8}")
-    print()
+
+
+def print_targets(results: list[SizeFigures]) -> None:
     print("targets")
     for figures in results:
         if figures.engine != "sqlite":
             continue
-        print(f"  remember >= 1,000/s through the service layer on SQLite at {figures.size:,}: "
-              f"{figures.remember_rate:,.0f}/s, {_verdict(figures.remember_rate >= 1000)}")
+        rate = figures.remember.rate
+        print(f"  remember >= 1,000/s through the service layer on SQLite, {figures.size:,}: {rate:,.0f}/s, "
+              f"{_verdict(rate >= 1000)}")
         if figures.size == 100_000:
             mix = figures.mix()
             p50 = percentile(mix.service, 0.5)
-            print(f"  recall p50 <= 10 ms at 100k on SQLite (mix): {ms(p50)} ms, {_verdict(p50 <= 0.010)}")
-            for name, numbers in [*figures.recall.items(), ("mix", mix)]:
-                print(f"  overhead over bare FTS <= 1.5x at 100k on SQLite, {name}: {numbers.ratio():.2f}x, "
-                      f"{_verdict(numbers.ratio() <= 1.5)}; p50 {ms(percentile(numbers.service, 0.5))} ms")
+            print(f"  recall p50 <= 10 ms at 100k on SQLite, mix: {ms(p50)} ms, {_verdict(p50 <= 0.010)}")
+            for name, reads in [*figures.recall.items(), ("mix", mix)]:
+                p50 = percentile(reads.service, 0.5)
+                print(f"  overhead over bare FTS <= 1.5x at 100k on SQLite, {name}: {reads.ratio():.2f}x, "
+                      f"{_verdict(reads.ratio() <= 1.5)} (p50 {ms(p50)} ms, {_verdict(p50 <= 0.010)} for <= 10 ms)")
+    for figures in results:
+        if figures.size == 10_000:
+            print(f"  vs. server-memory at 10k ({figures.engine}): MCP create p50 "
+                  f"{ms(percentile(figures.mcp_remember.latencies, 0.5))} ms (anchor 45.6 ms), MCP search p50 "
+                  f"{ms(percentile(figures.mcp_recall, 0.5))} ms (anchor 35.9 ms)")
     print()
     print("anchors (BENCHMARKS.md, measured 2026-11-29 on a machine of this kind)")
     for figure, anchor, value in ANCHORS:
@@ -477,9 +550,8 @@ def print_report(results: list[SizeFigures], options: Options) -> None:
 def print_profiles(profiles: dict[str, cProfile.Profile]) -> None:
     for name, profiler in profiles.items():
         print()
-        print(f"profile of the timed {name} calls on SQLite at the largest size (top 25 by own time)")
-        stats = pstats.Stats(profiler, stream=sys.stdout)
-        stats.sort_stats("tottime").print_stats(25)
+        print(f"profile of the timed {name} calls on SQLite at the largest size (top 20 by own time)")
+        pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(20)
 
 
 def parse_options() -> Options:
@@ -490,18 +562,22 @@ def parse_options() -> Options:
     parser.add_argument("--remembers", type=int, default=1500, help="timed remember calls (service layer)")
     parser.add_argument("--mcp-remembers", type=int, default=300, help="timed remember calls over MCP stdio")
     parser.add_argument("--mcp-queries", type=int, default=200, help="timed recall calls over MCP stdio (mix)")
+    parser.add_argument("--budget", type=float, default=20.0,
+                        help="seconds after which a timed loop stops early (per measurement and query class)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true",
                         help="cProfile the service remember and recall calls on SQLite at the largest size")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     engines = [engine.strip() for engine in args.engines.split(",")]
-    if sizes != sorted(set(sizes)) or any(size < 10 for size in sizes):
+    if sizes != sorted(set(sizes)) or sizes[0] < 10:
         parser.error("--sizes must be ascending and at least 10")
     if not set(engines) <= {"sqlite", "postgresql"}:
         parser.error("--engines takes sqlite and/or postgresql")
-    return Options(sizes, engines, args.queries, args.remembers, args.mcp_remembers, args.mcp_queries, args.seed,
-                   args.profile)
+    if min(args.queries, args.remembers, args.mcp_remembers, args.mcp_queries) < 1:
+        parser.error("counts must be at least 1")
+    return Options(sizes, engines, args.queries, args.remembers, args.mcp_remembers, args.mcp_queries, args.budget,
+                   args.seed, args.profile)
 
 
 def main() -> None:
@@ -509,10 +585,9 @@ def main() -> None:
     began = time.perf_counter()
     print(f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, cpus {os.cpu_count()}")
     corpus = Corpus(options.seed)
-    started = time.perf_counter()
     documents = corpus.documents(0, options.sizes[-1])
     average = statistics.fmean(len(document.title) + len(document.body) for document in documents)
-    print(f"corpus: {len(documents):,} documents (seed {options.seed}) in {time.perf_counter() - started:.1f} s, "
+    print(f"corpus: {len(documents):,} documents (seed {options.seed}) in {time.perf_counter() - began:.1f} s, "
           f"{average:,.0f} characters on average, {len(corpus.vocabulary.words):,} words")
     results: list[SizeFigures] = []
     profiles: dict[str, cProfile.Profile] = {}
@@ -532,7 +607,12 @@ def main() -> None:
                         row = connection.execute("SHOW server_version").fetchone()
                     print(f"postgresql {row[0] if row else '?'}")
                 results += run_engine(engine, settings, corpus, documents, options, profiles)
-    print_report(results, options)
+    print()
+    print_writes(results)
+    print()
+    print_reads(results, options)
+    print()
+    print_targets(results)
     if profiles:
         print_profiles(profiles)
     print()

@@ -1,7 +1,8 @@
 """Races on memory writes, on SQLite and PostgreSQL, between threads and between processes.
 
 Each race lines two callers up on a barrier and lets them go at once, ``ROUNDS`` times, each round
-on a fresh slug of one workspace. Every pair of outcomes must fall in a category the spec allows
+on a fresh slug of one workspace (every other round, one of them gets a head start of up to 2 ms:
+both orders must show up). Every pair of outcomes must fall in a category the spec allows
 (anything else, including an unexpected exception, fails the test). Then the stored state is
 checked: the entry, its revisions and its audit events replayed in chain order agree, and no
 curated revision was ever replaced without an override on record (overrode_curated, the reason,
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import multiprocessing
+import random
 import threading
+import time
 import traceback
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -37,13 +40,14 @@ from tests.helpers import OPERATOR, make_team
 ROUNDS = 200
 WORKSPACE = "races"
 BARRIER_TIMEOUT = 60
+MAX_HEAD_START = 0.002
 REASON = "The server answered the opposite a minute ago."
 
 Outcome = dict[str, Any]
 
 
 # What the racers do ----------------------------------------------------------------------------
-# Module-level functions, named in RACES, so that a spawned process can run them too.
+# Module-level functions, named in OPERATIONS, so that a spawned process can run them too.
 
 
 def _words(slug: str) -> str:
@@ -88,10 +92,17 @@ def create_or_update(app: Armarius, actor: Actor, slug: str) -> dict[str, Any]:
     return app.memory.remember(actor, _request(slug, "created", actor))
 
 
+def create_near_duplicate(app: Armarius, actor: Actor, slug: str) -> dict[str, Any]:
+    """'<slug>-server' for one agent, '<slug>-servers' for the other: slugs that differ by a plural."""
+    variant = "servers" if actor.principal.endswith("agent2") else "server"
+    return app.memory.remember(actor, RememberRequest(slug=f"{slug}-{variant}", title=_title(slug),
+                                                      body=_body(slug, "created", actor)))
+
+
 OPERATIONS: dict[str, Callable[[Armarius, Actor, str], dict[str, Any]]] = {
     function.__name__: function
     for function in (curate_revision_1, update, update_overriding, update_expecting_1, create_expecting_none,
-                     create_or_update)
+                     create_or_update, create_near_duplicate)
 }
 
 
@@ -100,7 +111,7 @@ def attempt(app: Armarius, actor: Actor, operation: str, slug: str) -> Outcome:
     try:
         return {"ok": OPERATIONS[operation](app, actor, slug)}
     except ArmariusError as error:
-        return {"error": error.code, "details": error.details}
+        return {"error": error.code, "type": type(error).__name__, "details": error.details}
     except Exception as error:
         return {"exception": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
 
@@ -125,8 +136,25 @@ class Race:
     classify: Callable[..., str]
 
 
-def _after_barrier(barrier: threading.Barrier, app: Armarius, actor: Actor, operation: str, slug: str) -> Outcome:
+def head_starts(race: Race) -> list[tuple[float, float]]:
+    """How long each racer waits after the barrier, per round.
+
+    Even rounds are a dead heat. In odd rounds one racer, chosen at random, waits up to 2 ms, so
+    that both orders happen often whichever call is quicker to reach the database.
+    """
+    chance = random.Random(race.name)
+    delays = []
+    for number in range(ROUNDS):
+        delay = 0.0 if number % 2 == 0 else chance.uniform(0, MAX_HEAD_START)
+        delays.append((delay, 0.0) if chance.random() < 0.5 else (0.0, delay))
+    return delays
+
+
+def _after_barrier(barrier: threading.Barrier, delay: float, app: Armarius, actor: Actor, operation: str,
+                   slug: str) -> Outcome:
     barrier.wait()
+    if delay:
+        time.sleep(delay)
     return attempt(app, actor, operation, slug)
 
 
@@ -134,24 +162,26 @@ def run_in_threads(app: Armarius, actors: dict[str, Actor], race: Race) -> list[
     barrier = threading.Barrier(2, timeout=BARRIER_TIMEOUT)
     rounds = []
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="racer") as pool:
-        for number in range(ROUNDS):
+        for number, delays in enumerate(head_starts(race)):
             slug = f"{race.name}/threads-{number}"
             if race.setup:
                 _setup_entry(app, actors["agent"], slug)
-            futures = [pool.submit(_after_barrier, barrier, app, actors[who], operation, slug)
-                       for who, operation in race.racers]
+            futures = [pool.submit(_after_barrier, barrier, delay, app, actors[who], operation, slug)
+                       for (who, operation), delay in zip(race.racers, delays, strict=True)]
             rounds.append((slug, [future.result(timeout=2 * BARRIER_TIMEOUT) for future in futures]))
     return rounds
 
 
-def _process_racer(settings: Settings, actor: Actor, operation: str, slugs: list[str], barrier: Any,
-                   results: Any, index: int) -> None:
+def _process_racer(settings: Settings, actor: Actor, operation: str, slugs: list[str], delays: list[float],
+                   barrier: Any, results: Any, index: int) -> None:
     """One racing process: its own application, the barrier before each round, outcomes at the end."""
     app = open_app(settings)
     outcomes: list[Outcome] = []
     try:
-        for slug in slugs:
+        for slug, delay in zip(slugs, delays, strict=True):
             barrier.wait()
+            if delay:
+                time.sleep(delay)
             outcomes.append(attempt(app, actor, operation, slug))
     except BaseException:
         outcomes.append({"exception": "the racer stopped", "traceback": traceback.format_exc()})
@@ -170,9 +200,10 @@ def run_in_processes(app: Armarius, settings: Settings, actors: dict[str, Actor]
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(2, timeout=BARRIER_TIMEOUT)
     results = context.Queue()
+    delays = head_starts(race)
     processes = [
-        context.Process(target=_process_racer, args=(settings, actors[who], operation, slugs, barrier, results, index),
-                        name=f"racer-{index}", daemon=True)
+        context.Process(target=_process_racer, name=f"racer-{index}", daemon=True, args=(
+            settings, actors[who], operation, slugs, [pair[index] for pair in delays], barrier, results, index))
         for index, (who, operation) in enumerate(race.racers)
     ]
     try:
@@ -301,7 +332,7 @@ def _written(outcome: Outcome, revision: int, *, created: bool) -> bool:
 
 
 def _conflict(outcome: Outcome, **details: Any) -> bool:
-    return outcome.get("error") == "conflict" and all(outcome["details"].get(k) == v for k, v in details.items())
+    return outcome.get("type") == "Conflict" and all(outcome["details"].get(k) == v for k, v in details.items())
 
 
 def classify_curation(app: Armarius, actors: dict[str, Actor], slug: str, outcomes: list[Outcome], state: State, *,
@@ -378,7 +409,7 @@ def classify_creation(app: Armarius, actors: dict[str, Actor], slug: str, outcom
     assert actions == ["memory.created"], context
     if _conflict(loser, slug=slug, current_revision=1, expected_revision=0):
         return "one created, the other got conflict (revision 1 seen)"
-    if loser.get("error") == "conflict" and loser["details"] == {"slug": slug}:
+    if loser.get("type") == "Conflict" and loser["details"] == {"slug": slug}:
         return "one created, the other got conflict (unique slug)"
     answer = loser.get("ok", {})
     assert (answer.get("status"), answer.get("code")) == ("judgment_required", "possible_duplicate"), context
@@ -475,3 +506,29 @@ def test_race_between_processes(app: Armarius, settings: Settings, actors: dict[
     counts = check_rounds(app, actors, race, run_in_processes(app, settings, actors, race))
     _report(request, race, "processes", counts)
     check_counts(name, counts)
+
+
+def test_near_duplicate_slugs_created_at_once(app: Armarius, settings: Settings, actors: dict[str, Actor],
+                                             request: pytest.FixtureRequest) -> None:
+    """Two agents create 'x-server' and 'x-servers' at once: the duplicate check must see the other.
+
+    Creations queue up per workspace (SQLite's write lock; an advisory lock on PostgreSQL), so the
+    second always sees the first.
+    """
+    race = Race("near-duplicates", False, (("agent", "create_near_duplicate"), ("agent2", "create_near_duplicate")),
+                classify_creation)
+    counts: Counter[str] = Counter()
+    for slug, outcomes in run_in_threads(app, actors, race):
+        unexpected = [outcome for outcome in outcomes if "exception" in outcome or "error" in outcome]
+        assert not unexpected, f"{slug}: {unexpected}"
+        statuses = sorted(outcome["ok"]["status"] for outcome in outcomes)
+        stored = [entry["slug"] for entry in app.memory.list_entries(actors["human"], prefix=f"{slug}-")["entries"]]
+        if statuses == ["judgment_required", "written"]:
+            flagged = next(outcome["ok"] for outcome in outcomes if outcome["ok"]["status"] == "judgment_required")
+            assert flagged["code"] == "possible_duplicate"
+            assert [candidate["slug"] for candidate in flagged["candidates"]] == stored
+            counts["one created, the other got possible_duplicate"] += 1
+        else:
+            raise AssertionError(f"{slug}: both near-duplicates were created: {outcomes}")
+    _report(request, race, "threads", counts)
+    assert counts == {"one created, the other got possible_duplicate": ROUNDS}

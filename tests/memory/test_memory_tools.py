@@ -142,7 +142,7 @@ async def test_a_curated_entry_needs_an_override_with_a_reason(app: Armarius, te
 
 
 async def test_history_keeps_every_revision_byte_for_byte(app: Armarius, team: Team) -> None:
-    bodies = ["line one\r\nline two\t\n\n  trailing  ", "ünïcødé — ‮rtl‬ and \u200bzero width\n", "x" * 5000]
+    bodies = ["line one\r\nline two\t\n\n  trailing  ", "ünïcødé — \u202ertl\u202c and \u200bzero width\n", "x" * 5000]
     async with agent_of(app, team.agent) as agent:
         await agent("remember", slug="notes/bytes", title="Bytes", body=bodies[0])
         app.memory.curate(team.human, "notes/bytes", 1)

@@ -41,23 +41,27 @@ def find_duplicates(tx: Tx, slug: str, title: str, body: str, threshold: float) 
 
 def _search_groups(title: str, body: str) -> list[list[str]]:
     groups = []
-    title_words = list(dict.fromkeys(words(title)))[:_TITLE_WORDS]
+    title_words = list(dict.fromkeys(_lower_words(title)))[:_TITLE_WORDS]
     if title_words:
         groups.append(title_words)
-    distinctive = sorted(dict.fromkeys(words(body)), key=len, reverse=True)[: _BODY_GROUPS * _GROUP_SIZE]
+    distinctive = sorted(dict.fromkeys(_lower_words(body)), key=len, reverse=True)[: _BODY_GROUPS * _GROUP_SIZE]
     groups += [distinctive[i::_BODY_GROUPS] for i in range(_BODY_GROUPS) if distinctive[i::_BODY_GROUPS]]
     return groups
 
 
 def similarity(title_a: str, body_a: str, title_b: str, body_b: str) -> float:
     """0 (nothing shared) to 1 (same words in the title, same word pairs in the body)."""
-    return _TITLE_WEIGHT * _jaccard(set(words(title_a)), set(words(title_b))) + _BODY_WEIGHT * _jaccard(
+    return _TITLE_WEIGHT * _jaccard(set(_lower_words(title_a)), set(_lower_words(title_b))) + _BODY_WEIGHT * _jaccard(
         _pairs(body_a), _pairs(body_b)
     )
 
 
+def _lower_words(text: str) -> list[str]:
+    return [word.lower() for word in words(text)]
+
+
 def _pairs(text: str) -> set[tuple[str, ...]]:
-    tokens = words(text)
+    tokens = _lower_words(text)
     if len(tokens) < 2:
         return {tuple(tokens)} if tokens else set()
     return set(itertools.pairwise(tokens))

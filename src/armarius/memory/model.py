@@ -116,7 +116,9 @@ def parse_links(body: str) -> list[str]:
 
 
 def words(text: str) -> list[str]:
-    return [word.casefold() for word in WORD_PATTERN.findall(text)]
+    """The words of a text as written. Case is left to the engines, which lowercase one character
+    at a time (Python's casefold would turn 'ß' into 'ss', and the query would miss 'Straße')."""
+    return WORD_PATTERN.findall(text)
 
 
 def slug_key(slug: str) -> str:

@@ -33,6 +33,7 @@ from armarius.memory.model import (
 from armarius.store import Database, Tx, UniqueViolation, utc_now
 
 RECALL_MAX = 50
+_CREATE_TOPIC = 2001
 LIST_MAX = 200
 
 CURATED_INSTRUCTION = (
@@ -179,6 +180,10 @@ class MemoryService:
         try:
             with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
                 entry = queries.entry_by_slug(tx, slug, lock=True)
+                if entry is None:
+                    # Creations queue up per workspace, so the duplicate check sees a concurrent creation.
+                    tx.serialize(_CREATE_TOPIC)
+                    entry = queries.entry_by_slug(tx, slug, lock=True)
                 current = entry.revision if entry else 0
                 if expected is not None and expected != current:
                     raise Conflict(
