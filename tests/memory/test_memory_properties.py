@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from armarius.app import Armarius
 from armarius.auth.model import Actor
-from armarius.config import Settings
 from armarius.errors import InvalidInput
 from armarius.memory.model import SLUG_MAX, check_slug, parse_links, words
 from armarius.memory.service import RECALL_MAX, RememberRequest
