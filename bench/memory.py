@@ -501,13 +501,13 @@ def print_reads(results: list[SizeFigures], options: Options) -> None:
     print(f"recall top-{RECALL_LIMIT}, ms - service: app.memory.recall; bare: the driver's FTS query doing the "
           "same AND-then-OR work; bare AND: the first query alone; anchor: bare p50 at 100k (BENCHMARKS.md)")
     print(f"{'engine':<11}{'size':>8}  {'class':<9}{'n':>4}{'p50':>8}{'p95':>8}{'bare p50':>10}{'bare p95':>10}"
-          f"{'ratio':>7}{'bare AND':>10}{'anchor':>8}{'hits':>6}{'OR':>5}")
+          f"{'ratio':>9}{'bare AND':>10}{'anchor':>8}{'hits':>6}{'OR':>5}")
     for figures in results:
         for name, reads in [*figures.recall.items(), ("mix", figures.mix())]:
             anchor = BARE_ANCHORS[figures.engine].get(name) if figures.size == 100_000 else None
             print(f"{figures.engine:<11}{figures.size:>8,}  {name:<9}{len(reads.service):>4}"
                   f"{ms(percentile(reads.service, 0.5)):>8}{ms(percentile(reads.service, 0.95)):>8}"
-                  f"{ms(percentile(reads.bare, 0.5)):>10}{ms(percentile(reads.bare, 0.95)):>10}{reads.ratio():>6.2f}x"
+                  f"{ms(percentile(reads.bare, 0.5)):>10}{ms(percentile(reads.bare, 0.95)):>10}{reads.ratio():>8.2f}x"
                   f"{ms(percentile(reads.bare_and, 0.5)):>10}{'' if anchor is None else f'{anchor:.2f}':>8}"
                   f"{reads.hits:>6}{reads.fallbacks:>5}")
     print(f"(n: timed queries of {options.queries} per class within the budget; hits: queries answered with "

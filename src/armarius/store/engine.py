@@ -195,17 +195,17 @@ class SqliteDatabase(Database):
 class PostgresDatabase(Database):
     dialect: Dialect = "postgresql"
 
-    def __init__(self, url: str, *, max_connections: int = 10) -> None:
+    def __init__(self, url: str, *, max_connections: int = 10, connect_timeout: float = 10) -> None:
         self._pool = ConnectionPool(
             url,
             min_size=1,
             max_size=max_connections,
             kwargs={"row_factory": dict_row, "autocommit": False},
             open=False,
-            timeout=10,
+            timeout=connect_timeout,
         )
         try:
-            self._pool.open(wait=True, timeout=10)
+            self._pool.open(wait=True, timeout=connect_timeout)
         except PoolTimeout as exc:
             self._pool.close()
             raise StorageUnavailable("PostgreSQL cannot be reached with the configured URL.") from exc
