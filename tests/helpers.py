@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
+
+import psycopg
 
 from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind, Role
+from armarius.config import Settings
 
 OPERATOR = "operator:test"
 
@@ -46,3 +51,37 @@ def tool_payload(result: Any) -> Any:
     decoded = json.loads(result.content[0].text)
     assert decoded == result.structured_content
     return decoded
+
+
+class OwnerSQL:
+    """Direct SQL as the table owner, past Armarius (and past row-level security on PostgreSQL)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._postgres = settings.database_url is not None
+        if self._postgres:
+            assert settings.database_migrate_url is not None
+            self._pg = psycopg.connect(settings.database_migrate_url, autocommit=True)
+        else:
+            self._lite = sqlite3.connect(settings.sqlite_path, isolation_level=None, timeout=10)
+
+    def __enter__(self) -> OwnerSQL:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        if self._postgres:
+            self._pg.close()
+        else:
+            self._lite.close()
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        if self._postgres:
+            return self._pg.execute(sql.replace("?", "%s"), params).fetchall()
+        return self._lite.execute(sql, params).fetchall()
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        if self._postgres:
+            return self._pg.execute(sql.replace("?", "%s"), params).rowcount
+        return self._lite.execute(sql, params).rowcount
+
+    def count(self, table: str) -> int:
+        return int(self.rows(f"SELECT count(*) FROM {table}")[0][0])

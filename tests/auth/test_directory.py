@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from types import TracebackType
 from typing import Any, TypeVar
 
-import psycopg
 import pytest
 
 from armarius.app import Armarius
@@ -26,42 +23,12 @@ from armarius.auth.permissions import AGENT_FORBIDDEN, Kind, Permission, Role, p
 from armarius.auth.secrets import TOKEN_PREFIX, token_digest, verify_password
 from armarius.config import Settings
 from armarius.errors import AlreadyExists, ArmariusError, InvalidInput, NotAllowed, NotFound, Unauthenticated
+from tests.helpers import OwnerSQL
 
 OPERATOR = "operator:test"
 ADA_PASSWORD = "ada: correct horse battery staple"
 HUGO_PASSWORD = "hugo: tr0ub4dor&3"
 CORE_TABLES = ("workspaces", "principals", "memberships", "agent_tokens", "audit_events", "audit_heads")
-
-
-class OwnerSQL:
-    """Direct SQL as the table owner, past Armarius (and past row-level security on PostgreSQL)."""
-
-    def __init__(self, settings: Settings) -> None:
-        self._postgres = settings.database_url is not None
-        if self._postgres:
-            assert settings.database_migrate_url is not None
-            self._pg = psycopg.connect(settings.database_migrate_url, autocommit=True)
-        else:
-            self._lite = sqlite3.connect(settings.sqlite_path, isolation_level=None, timeout=10)
-
-    def __enter__(self) -> OwnerSQL:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        if self._postgres:
-            self._pg.close()
-        else:
-            self._lite.close()
-
-    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        if self._postgres:
-            return self._pg.execute(sql.replace("?", "%s"), params).fetchall()
-        return self._lite.execute(sql, params).fetchall()
-
-    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
-        if self._postgres:
-            return self._pg.execute(sql.replace("?", "%s"), params).rowcount
-        return self._lite.execute(sql, params).rowcount
 
 
 Snapshot = dict[str, list[tuple[Any, ...]]]

@@ -12,8 +12,6 @@ import sqlite3
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import TracebackType
-from typing import Any
 
 import psycopg
 import psycopg.errors
@@ -25,43 +23,10 @@ from armarius.config import Settings
 from armarius.errors import SchemaOutdated
 from armarius.store import UniqueViolation, utc_now
 from armarius.store.schema import latest_version, migrations
+from tests.helpers import OwnerSQL
 
 ENGINES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 UTC_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
-
-
-class OwnerSQL:
-    """Direct SQL as the table owner, past Armarius (and past row-level security on PostgreSQL)."""
-
-    def __init__(self, settings: Settings) -> None:
-        self._postgres = settings.database_url is not None
-        if self._postgres:
-            assert settings.database_migrate_url is not None
-            self._pg = psycopg.connect(settings.database_migrate_url, autocommit=True)
-        else:
-            self._lite = sqlite3.connect(settings.sqlite_path, isolation_level=None, timeout=10)
-
-    def __enter__(self) -> OwnerSQL:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        if self._postgres:
-            self._pg.close()
-        else:
-            self._lite.close()
-
-    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        if self._postgres:
-            return self._pg.execute(sql.replace("?", "%s"), params).fetchall()
-        return self._lite.execute(sql, params).fetchall()
-
-    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
-        if self._postgres:
-            return self._pg.execute(sql.replace("?", "%s"), params).rowcount
-        return self._lite.execute(sql, params).rowcount
-
-    def count(self, table: str) -> int:
-        return int(self.rows(f"SELECT count(*) FROM {table}")[0][0])
 
 
 @pytest.fixture(params=ENGINES)
