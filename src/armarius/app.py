@@ -6,9 +6,11 @@ Nothing else in Armarius reads configuration or the environment.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from armarius.auth.directory import Directory
 from armarius.config import Settings
+from armarius.drafts.service import DraftService
 from armarius.memory.model import MemoryLimits
 from armarius.memory.service import MemoryService
 from armarius.store import Database, open_database
@@ -29,6 +31,7 @@ class Armarius:
     database: Database
     directory: Directory
     memory: MemoryService
+    drafts: DraftService
 
     def health(self) -> None:
         """Raises StorageUnavailable when the database does not answer."""
@@ -59,5 +62,8 @@ def open_app(settings: Settings) -> Armarius:
         raise
     limits = MemoryLimits(body_max_bytes=settings.memory_body_max_bytes,
                           duplicate_threshold=settings.memory_duplicate_threshold)
-    return Armarius(settings=settings, database=database, directory=Directory(database),
-                    memory=MemoryService(database, limits))
+    memory = MemoryService(database, limits)
+    drafts = DraftService(database, memory, text_max_bytes=settings.memory_body_max_bytes,
+                          approval_ttl=timedelta(seconds=settings.approval_ttl_seconds))
+    return Armarius(settings=settings, database=database, directory=Directory(database), memory=memory,
+                    drafts=drafts)

@@ -31,6 +31,7 @@ class Settings:
     port: int = 8765
     memory_body_max_bytes: int = 64 * 1024
     memory_duplicate_threshold: float = 0.5
+    approval_ttl_seconds: int = 300
 
     @property
     def config_file(self) -> Path:
@@ -59,6 +60,14 @@ def _body_limit(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         return None
     return value if 1024 <= value <= 16 * 1024 * 1024 else None
+
+
+def _ttl(value: Any) -> int | None:
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 1 <= value <= 86_400 else None
 
 
 def _fraction(value: Any) -> float | None:
@@ -100,6 +109,8 @@ _KEYS = (
          "a number of bytes from 1024 to 16777216"),
     _Key("memory", "duplicate_threshold", "memory_duplicate_threshold", "ARMARIUS_MEMORY_DUPLICATE_THRESHOLD",
          _fraction, "a number greater than 0 and at most 1"),
+    _Key("approvals", "ttl_seconds", "approval_ttl_seconds", "ARMARIUS_APPROVAL_TTL_SECONDS", _ttl,
+         "a number of seconds from 1 to 86400"),
 )
 
 

@@ -13,6 +13,12 @@ with a status, the CLI to stderr and a distinct exit code.
     ├── NotFound              not_found            the named thing does not exist here
     ├── AlreadyExists         already_exists       a unique name is taken
     ├── Conflict              conflict             the state changed since the caller looked
+    │   ├── ApprovalUsed      approval_used        the approval token was used already
+    │   ├── OperationConflict operation_conflict   an operation id reused for another payload
+    │   └── DraftExists       draft_exists         a draft with this slug exists (never overwritten)
+    ├── ApprovalMissing       approval_missing     no usable approval token for this workspace
+    ├── ApprovalExpired       approval_expired     the approval expired before it was used
+    ├── ApprovalMismatch      approval_mismatch    the approval was given for other content
     ├── ConfigError           config_invalid       the settings file or environment is wrong
     ├── SchemaOutdated        schema_outdated      the database needs `armarius init`
     ├── StorageUnavailable    storage_unavailable  the database cannot be reached
@@ -118,3 +124,27 @@ class SchemaOutdated(ArmariusError):
 
 class StorageUnavailable(ArmariusError):
     code = _register("storage_unavailable", 503, 8, "The database cannot be reached.")
+
+
+class ApprovalMissing(ArmariusError):
+    code = _register("approval_missing", 403, 4, "No usable approval token was given for this workspace.")
+
+
+class ApprovalExpired(ArmariusError):
+    code = _register("approval_expired", 403, 4, "The approval token expired before it was used.")
+
+
+class ApprovalMismatch(ArmariusError):
+    code = _register("approval_mismatch", 403, 4, "The approval was given for other content.")
+
+
+class ApprovalUsed(Conflict):
+    code = _register("approval_used", 409, 6, "The approval token was used already.")
+
+
+class OperationConflict(Conflict):
+    code = _register("operation_conflict", 409, 6, "The operation id was used for another payload.")
+
+
+class DraftExists(Conflict):
+    code = _register("draft_exists", 409, 6, "A draft with this slug exists; drafts are never overwritten.")

@@ -1,0 +1,160 @@
+"""`armarius approve` and `armarius drafts …`: the human side of drafts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from armarius.cli.context import CliContext, pass_cli
+from armarius.cli.human import human_actor, human_options
+from armarius.drafts.model import DraftPayload
+from armarius.errors import InvalidInput
+from armarius.textview import reveal, short_fingerprint
+
+#: Exit code when the content was shown but not confirmed (nothing was approved).
+NOT_CONFIRMED = 9
+
+
+def read_proposal_file(path: Path) -> Any:
+    """Strict JSON: no duplicate keys, no NaN or Infinity; the shape is checked by the service."""
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _ in pairs]
+        if len(keys) != len(set(keys)):
+            raise InvalidInput("The proposal file repeats a key.", field="proposal")
+        return dict(pairs)
+
+    def no_constants(name: str) -> Any:
+        raise InvalidInput(f"The proposal file contains {name}, which is not JSON.", field="proposal")
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=no_duplicates,
+                          parse_constant=no_constants)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InvalidInput(f"The proposal file cannot be read as UTF-8 JSON: {error}", field="proposal") from None
+
+
+def review_text(content: DraftPayload, origin: str) -> str:
+    """Everything the human approves, complete and with nothing hidden."""
+    rule = "─" * 72
+    return "\n".join([
+        rule,
+        f"Approve a draft ({origin})",
+        f"Fingerprint: {short_fingerprint(content.fingerprint)}  (sha256 {content.fingerprint})",
+        rule,
+        f"slug:  {reveal(content.slug)}",
+        f"title: {reveal(content.title)}",
+        f"text ({len(content.text)} characters, {len(content.text.splitlines())} lines):",
+        rule,
+        reveal(content.text),
+        rule,
+        "Invisible, control, bidirectional and look-alike characters are shown as ⟦U+XXXX NAME⟧.",
+    ])
+
+
+@click.command()
+@click.argument("proposal_file", required=False, type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--proposal", "proposal_id", type=int, help="A proposal from the review queue (filed by an agent).")
+@click.option("--confirm-exact-content", is_flag=True,
+              help="Approve exactly the content shown. Without it, the content is printed and nothing is approved.")
+@human_options
+@pass_cli
+def approve(cli: CliContext, proposal_file: Path | None, proposal_id: int | None, confirm_exact_content: bool,
+            workspace: str, principal: str, password: str | None) -> None:
+    """Review a draft proposal in full and, with --confirm-exact-content, issue its single-use approval."""
+    if (proposal_file is None) == (proposal_id is None):
+        raise click.UsageError("give either PROPOSAL_FILE or --proposal ID")
+    with cli.app() as app:
+        actor = human_actor(app, principal, password, workspace)
+        if proposal_id is not None:
+            shown = app.drafts.proposal(actor, proposal_id)
+            content = DraftPayload(shown["slug"], shown["title"], shown["text"])
+            origin, payload = f"proposal {proposal_id} by {shown['proposed_by']}, {shown['status']}", None
+        else:
+            payload = read_proposal_file(proposal_file) if proposal_file else None
+            content = app.drafts.parse(payload)
+            origin = str(proposal_file)
+        click.echo(review_text(content, origin), err=cli.as_json)
+        if not confirm_exact_content:
+            click.echo("Not approved. Read the content above; to approve exactly it, repeat with "
+                       "--confirm-exact-content.", err=True)
+            sys.exit(NOT_CONFIRMED)
+        issued = app.drafts.approve(actor, proposal_id=proposal_id, payload=payload,
+                                    reviewed_fingerprint=content.fingerprint)
+    handover = ("The proposing agent can collect it once with proposal_status." if proposal_id is not None
+                else "Hand it to the agent that will call create_draft with exactly this content.")
+    cli.emit(
+        {"approval": issued.token, "approval_id": issued.approval_id, "expires_at": issued.expires_at,
+         "fingerprint": issued.fingerprint, "proposal": issued.proposal_id},
+        text=f"Approved. Single-use token, valid until {issued.expires_at} (shown once):\n{issued.token}\n{handover}",
+    )
+
+
+@click.group()
+def drafts() -> None:
+    """Draft proposals, approved drafts, and promotion to memory."""
+
+
+@drafts.command("proposals")
+@click.option("--status", type=click.Choice(["pending", "approved", "rejected", "all"]), default="pending",
+              show_default=True)
+@human_options
+@pass_cli
+def drafts_proposals(cli: CliContext, status: str, workspace: str, principal: str, password: str | None) -> None:
+    """The review queue."""
+    with cli.app() as app:
+        listing = app.drafts.proposals(human_actor(app, principal, password, workspace),
+                                       None if status == "all" else status)
+    cli.emit(listing, table=[("ID", "STATUS", "SLUG", "TITLE", "BY", "FINGERPRINT"), *[
+        (p["proposal"], p["status"], p["slug"], p["title"], p["proposed_by"], p["fingerprint_short"])
+        for p in listing]])
+
+
+@drafts.command("reject")
+@click.argument("proposal_id", type=int)
+@click.option("--note", help="What to change; the proposing agent sees it.")
+@human_options
+@pass_cli
+def drafts_reject(cli: CliContext, proposal_id: int, note: str | None, workspace: str, principal: str,
+                  password: str | None) -> None:
+    """Reject a proposal (the agent must reformulate)."""
+    with cli.app() as app:
+        result = app.drafts.reject(human_actor(app, principal, password, workspace), proposal_id, note)
+    cli.emit(result, text=f"Proposal {proposal_id} rejected.")
+
+
+@drafts.command("list")
+@human_options
+@pass_cli
+def drafts_list(cli: CliContext, workspace: str, principal: str, password: str | None) -> None:
+    """Drafts written with an approval."""
+    with cli.app() as app:
+        listing = app.drafts.drafts(human_actor(app, principal, password, workspace))
+    cli.emit(listing, table=[("SLUG", "TITLE", "BY", "CREATED", "PROMOTED"), *[
+        (d["slug"], d["title"], d["created_by"], d["created_at"], d["promoted_revision"] or "") for d in listing]])
+
+
+@drafts.command("show")
+@click.argument("slug")
+@human_options
+@pass_cli
+def drafts_show(cli: CliContext, slug: str, workspace: str, principal: str, password: str | None) -> None:
+    """A draft in full, with hidden characters made visible."""
+    with cli.app() as app:
+        draft = app.drafts.draft(human_actor(app, principal, password, workspace), slug)
+    cli.emit(draft, text=review_text(DraftPayload(draft["slug"], draft["title"], draft["text"]),
+                                     f"draft by {draft['created_by']}"))
+
+
+@drafts.command("promote")
+@click.argument("slug")
+@human_options
+@pass_cli
+def drafts_promote(cli: CliContext, slug: str, workspace: str, principal: str, password: str | None) -> None:
+    """Turn a draft into a memory entry (recorded in the audit log)."""
+    with cli.app() as app:
+        result = app.drafts.promote(human_actor(app, principal, password, workspace), slug)
+    cli.emit(result, text=f"Draft {slug} is now memory entry {slug} (revision {result['revision']}).")

@@ -1,0 +1,160 @@
+"""Drafts' SQL: proposals, approvals (token digests only), drafts and operation replay."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from armarius.store import Row, Tx
+
+_PROPOSAL_COLUMNS = (
+    "id, slug, title, text, fingerprint, proposer_id, proposed_by, collection_public_key, status, decided_by, "
+    "decided_at, decision_note, created_at"
+)
+_APPROVAL_COLUMNS = (
+    "id, kind, token_digest, fingerprint, proposal_id, approver_id, approved_by, issued_at, expires_at, outcome, "
+    "used_at, operation_id, sealed_token"
+)
+_DRAFT_COLUMNS = (
+    "id, slug, title, text, fingerprint, approval_id, operation_id, created_by, created_at, promoted_by, "
+    "promoted_at, promoted_revision"
+)
+
+
+def _lock(tx: Tx) -> str:
+    return " FOR UPDATE" if tx.dialect == "postgresql" else ""
+
+
+def insert_proposal(tx: Tx, *, slug: str, title: str, text: str, fingerprint: str, proposer_id: int,
+                    proposed_by: str, public_key: str | None, at: str) -> int:
+    row = tx.one(
+        "INSERT INTO draft_proposals (workspace_id, slug, title, text, fingerprint, proposer_id, proposed_by, "
+        "collection_public_key, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?) RETURNING id",
+        (tx.require_workspace(), slug, title, text, fingerprint, proposer_id, proposed_by, public_key, at),
+    )
+    assert row is not None
+    return int(row["id"])
+
+
+def proposal(tx: Tx, proposal_id: int, *, lock: bool = False) -> Row | None:
+    return tx.one(
+        f"SELECT {_PROPOSAL_COLUMNS} FROM draft_proposals WHERE workspace_id = ? AND id = ?"
+        f"{_lock(tx) if lock else ''}",
+        (tx.require_workspace(), proposal_id),
+    )
+
+
+def proposals(tx: Tx, status: str | None) -> list[Row]:
+    if status is None:
+        return tx.all(f"SELECT {_PROPOSAL_COLUMNS} FROM draft_proposals WHERE workspace_id = ? ORDER BY id",
+                      (tx.require_workspace(),))
+    return tx.all(
+        f"SELECT {_PROPOSAL_COLUMNS} FROM draft_proposals WHERE workspace_id = ? AND status = ? ORDER BY id",
+        (tx.require_workspace(), status),
+    )
+
+
+def decide_proposal(tx: Tx, proposal_id: int, *, status: str, by: str, at: str, note: str | None) -> None:
+    tx.execute(
+        "UPDATE draft_proposals SET status = ?, decided_by = ?, decided_at = ?, decision_note = ? "
+        "WHERE workspace_id = ? AND id = ?",
+        (status, by, at, note, tx.require_workspace(), proposal_id),
+    )
+
+
+def insert_approval(tx: Tx, *, kind: str, token_digest: str, fingerprint: str, proposal_id: int | None,
+                    approver_id: int, approved_by: str, issued_at: str, expires_at: str,
+                    sealed_token: str | None) -> int:
+    row = tx.one(
+        "INSERT INTO approvals (workspace_id, kind, token_digest, fingerprint, proposal_id, approver_id, approved_by, "
+        "issued_at, expires_at, outcome, sealed_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'issued', ?) RETURNING id",
+        (tx.require_workspace(), kind, token_digest, fingerprint, proposal_id, approver_id, approved_by, issued_at,
+         expires_at, sealed_token),
+    )
+    assert row is not None
+    return int(row["id"])
+
+
+def approval_by_digest(tx: Tx, token_digest: str) -> Row | None:
+    """The approval a token digest names in this workspace, locked for the check-then-consume."""
+    return tx.one(
+        f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE workspace_id = ? AND token_digest = ?{_lock(tx)}",
+        (tx.require_workspace(), token_digest),
+    )
+
+
+def approval_of_proposal(tx: Tx, proposal_id: int, *, lock: bool = False) -> Row | None:
+    return tx.one(
+        f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE workspace_id = ? AND proposal_id = ? "
+        f"ORDER BY id DESC LIMIT 1{_lock(tx) if lock else ''}",
+        (tx.require_workspace(), proposal_id),
+    )
+
+
+def consume_approval(tx: Tx, approval_id: int, *, operation_id: str, at: str) -> int:
+    """Mark the token used; returns 1 only if it was still unused."""
+    return tx.execute(
+        "UPDATE approvals SET outcome = 'consumed', used_at = ?, operation_id = ?, sealed_token = NULL "
+        "WHERE workspace_id = ? AND id = ? AND outcome = 'issued'",
+        (at, operation_id, tx.require_workspace(), approval_id),
+    )
+
+
+def expire_approval(tx: Tx, approval_id: int) -> int:
+    return tx.execute(
+        "UPDATE approvals SET outcome = 'expired', sealed_token = NULL WHERE workspace_id = ? AND id = ? "
+        "AND outcome = 'issued'",
+        (tx.require_workspace(), approval_id),
+    )
+
+
+def collect_sealed_token(tx: Tx, approval_id: int) -> int:
+    return tx.execute(
+        "UPDATE approvals SET sealed_token = NULL WHERE workspace_id = ? AND id = ? AND sealed_token IS NOT NULL",
+        (tx.require_workspace(), approval_id),
+    )
+
+
+def operation(tx: Tx, operation_id: str) -> Row | None:
+    return tx.one(
+        "SELECT kind, fingerprint, result FROM operations WHERE workspace_id = ? AND operation_id = ?",
+        (tx.require_workspace(), operation_id),
+    )
+
+
+def insert_operation(tx: Tx, operation_id: str, *, kind: str, fingerprint: str, result: dict[str, Any],
+                     at: str) -> None:
+    tx.execute(
+        "INSERT INTO operations (workspace_id, operation_id, kind, fingerprint, result, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (tx.require_workspace(), operation_id, kind, fingerprint, json.dumps(result, sort_keys=True), at),
+    )
+
+
+def draft_by_slug(tx: Tx, slug: str, *, lock: bool = False) -> Row | None:
+    return tx.one(
+        f"SELECT {_DRAFT_COLUMNS} FROM drafts WHERE workspace_id = ? AND slug = ?{_lock(tx) if lock else ''}",
+        (tx.require_workspace(), slug),
+    )
+
+
+def insert_draft(tx: Tx, *, slug: str, title: str, text: str, fingerprint: str, approval_id: int,
+                 operation_id: str, created_by: str, at: str) -> None:
+    tx.execute(
+        "INSERT INTO drafts (workspace_id, slug, title, text, fingerprint, approval_id, operation_id, created_by, "
+        "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (tx.require_workspace(), slug, title, text, fingerprint, approval_id, operation_id, created_by, at),
+    )
+
+
+def drafts(tx: Tx) -> list[Row]:
+    return tx.all(f"SELECT {_DRAFT_COLUMNS} FROM drafts WHERE workspace_id = ? ORDER BY slug",
+                  (tx.require_workspace(),))
+
+
+def mark_promoted(tx: Tx, draft_id: int, *, by: str, at: str, revision: int) -> int:
+    return tx.execute(
+        "UPDATE drafts SET promoted_by = ?, promoted_at = ?, promoted_revision = ? "
+        "WHERE workspace_id = ? AND id = ? AND promoted_at IS NULL",
+        (by, at, revision, tx.require_workspace(), draft_id),
+    )
