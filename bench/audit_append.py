@@ -17,25 +17,22 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import secrets
 import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import psycopg
+from databases import PG_ADMIN_URL, postgres_settings, sqlite_settings
 
-from armarius.app import Armarius, initialize, open_app
+from armarius.app import Armarius, open_app
 from armarius.audit import chain as audit
 from armarius.config import Settings
 
-PG_ADMIN_URL = os.environ.get("ARMARIUS_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 WRITER_COUNTS = (1, 4)
 BUILD_BATCH = 10_000
 #: Enough events for each measurement to last a second or more.
@@ -56,42 +53,6 @@ class VerifyResult:
     events: int
     build_seconds: float
     verify_seconds: float
-
-
-# Temporary databases ----------------------------------------------------------------------------
-
-
-def _pg_url(database: str, user: str) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(PG_ADMIN_URL)
-    info.update(dbname=database, user=user)
-    return psycopg.conninfo.make_conninfo("", **info)
-
-
-@contextmanager
-def postgres_settings(data_dir: Path) -> Iterator[Settings]:
-    """A fresh database owned by the admin, and a login role for the server that owns nothing."""
-    suffix = secrets.token_hex(4)
-    name, role = f"armarius_bench_{suffix}", f"armarius_bench_app_{suffix}"
-    admin_user = str(psycopg.conninfo.conninfo_to_dict(PG_ADMIN_URL).get("user", "postgres"))
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
-        connection.execute(f'CREATE ROLE "{role}" LOGIN')
-        connection.execute(f'CREATE DATABASE "{name}"')
-    try:
-        settings = Settings(data_dir=data_dir, database_url=_pg_url(name, role),
-                            database_migrate_url=_pg_url(name, admin_user))
-        initialize(settings)
-        yield settings
-    finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            connection.execute(f'DROP ROLE IF EXISTS "{role}"')
-
-
-@contextmanager
-def sqlite_settings(data_dir: Path) -> Iterator[Settings]:
-    settings = Settings(data_dir=data_dir)
-    initialize(settings)
-    yield settings
 
 
 # Appends ----------------------------------------------------------------------------------------

@@ -1,0 +1,81 @@
+"""Temporary databases for the benchmarks: a SQLite data folder, or a fresh PostgreSQL database
+owned by the admin with a non-owner login role for the server (as in production), dropped after.
+
+The PostgreSQL admin URL comes from ARMARIUS_BENCH_PG_URL (default postgresql://postgres@127.0.0.1:5432/test).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import statistics
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+
+from armarius.app import initialize
+from armarius.config import Settings
+
+PG_ADMIN_URL = os.environ.get("ARMARIUS_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def _pg_url(database: str, user: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(PG_ADMIN_URL)
+    return f"postgresql://{user}@{info.get('host', '127.0.0.1')}:{info.get('port', 5432)}/{database}"
+
+
+@contextmanager
+def postgres_settings(data_dir: Path) -> Iterator[Settings]:
+    suffix = secrets.token_hex(4)
+    name, role = f"armarius_bench_{suffix}", f"armarius_bench_app_{suffix}"
+    admin_user = str(psycopg.conninfo.conninfo_to_dict(PG_ADMIN_URL).get("user", "postgres"))
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
+        connection.execute(f'CREATE ROLE "{role}" LOGIN')
+        connection.execute(f'CREATE DATABASE "{name}"')
+    try:
+        settings = Settings(data_dir=data_dir, database_url=_pg_url(name, role),
+                            database_migrate_url=_pg_url(name, admin_user))
+        initialize(settings)
+        yield settings
+    finally:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            connection.execute(f'DROP ROLE IF EXISTS "{role}"')
+
+
+@contextmanager
+def sqlite_settings(data_dir: Path) -> Iterator[Settings]:
+    settings = Settings(data_dir=data_dir)
+    initialize(settings)
+    yield settings
+
+
+@contextmanager
+def engine_settings(engine: str, data_dir: Path) -> Iterator[Settings]:
+    with (sqlite_settings if engine == "sqlite" else postgres_settings)(data_dir) as settings:
+        yield settings
+
+
+def postgres_available() -> bool:
+    try:
+        with psycopg.connect(PG_ADMIN_URL, connect_timeout=3):
+            return True
+    except psycopg.OperationalError:
+        return False
+
+
+def percentile(samples: Sequence[float], fraction: float) -> float:
+    """The value below which ``fraction`` of the samples fall (inclusive method)."""
+    if len(samples) == 1:
+        return samples[0]
+    return statistics.quantiles(samples, n=100, method="inclusive")[round(fraction * 100) - 1]
+
+
+def environment(app_settings: Settings | None = None) -> dict[str, str]:
+    """ARMARIUS_* variables for a subprocess (armarius mcp) on the same database."""
+    if app_settings is None or app_settings.database_url is None:
+        return {}
+    return {"ARMARIUS_DATABASE_URL": app_settings.database_url,
+            "ARMARIUS_DATABASE_MIGRATE_URL": app_settings.database_migrate_url or ""}
