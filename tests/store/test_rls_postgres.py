@@ -278,8 +278,19 @@ def test_every_workspace_table_has_forced_row_security(world: World) -> None:
         "ORDER BY c.relname",
     )
     names = {row[0] for row in tables}
-    assert {"audit_events", "audit_heads"} <= names, "the catalogue query finds the known workspace tables"
-    unprotected = [name for name, enabled, forced, policies in tables if not (enabled and forced and policies)]
+    assert {"audit_events", "audit_heads", "entries"} <= names, "the catalogue query finds the workspace tables"
+    # A table the server role cannot touch at all (the search vectors, read only through a function that
+    # admits the transaction's workspace) needs no policy of its own.
+    owner_only = {row[0] for row in owner_rows(
+        world,
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = 'public' AND c.relkind = 'r' "
+        "AND NOT has_table_privilege(%s, c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')",
+        (world.app_role,),
+    )}
+    assert owner_only == {"entry_search"}
+    unprotected = [name for name, enabled, forced, policies in tables
+                   if not (enabled and forced and policies) and name not in owner_only]
     assert unprotected == [], f"tables with workspace_id but without forced row-level security: {unprotected}"
 
 
@@ -320,3 +331,24 @@ def test_open_app_refuses_a_bypassrls_role(world: World, tmp_path: Path) -> None
     with pytest.raises(ConfigError) as caught:
         open_app(settings)
     assert caught.value.details == {"key": "database.url"}
+
+
+def test_search_vectors_are_reachable_only_through_the_workspace_function(
+    world: World, as_app: psycopg.Connection[tuple[Any, ...]]
+) -> None:
+    from armarius.memory import queries
+
+    for workspace_id, word in ((world.a, "alphaword"), (world.b, "alphaword")):
+        with world.app.database.transaction(workspace_id=workspace_id, write=True) as tx:
+            queries.insert_entry(tx, slug=f"ws-{workspace_id}", slug_key="k", title="t", body=word, tags="[]",
+                                 by="test", at="2026-01-01T00:00:00.000000Z")
+    assert "entry_search" in refused(as_app, "SELECT * FROM entry_search")
+    search = "SELECT entry_id FROM armarius_search_entries(to_tsquery('simple', 'alphaword'), 10, false, '{}')"
+    enter_workspace(as_app, world.a)
+    found_in_a = as_app.execute(search).fetchall()
+    as_app.rollback()
+    found_without_workspace = as_app.execute(search).fetchall()
+    as_app.rollback()
+    ids_of_a = owner_rows(world, "SELECT id FROM entries WHERE workspace_id = %s", (world.a,))
+    assert found_in_a == ids_of_a
+    assert found_without_workspace == []

@@ -39,7 +39,7 @@ def parse_payload(value: Any, *, text_max_bytes: int) -> DraftPayload:
     Nothing is trimmed or normalized: the approval binds the bytes as given.
     """
     if not isinstance(value, dict) or set(value) != PAYLOAD_KEYS:
-        keys = sorted(value) if isinstance(value, dict) else type(value).__name__
+        keys = sorted(value, key=str) if isinstance(value, dict) else type(value).__name__
         raise InvalidInput(f"A draft proposal is exactly {{slug, title, text}}; got {keys}.", field="proposal")
     for key in sorted(PAYLOAD_KEYS):
         if not isinstance(value[key], str):

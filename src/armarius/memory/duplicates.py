@@ -1,15 +1,16 @@
 """Is a new entry the same knowledge as an existing one?
 
-Candidates come from one full-text query, an OR of small AND-groups (the title's words; the body's
-longest, most distinctive words in threes), so the engine ranks only the few entries that share
-several distinctive words. Entries whose slug differs only in separators or a plural are candidates
-too. Each candidate is then scored in Python: word overlap of the titles and word-pair overlap of
-the bodies.
+Candidates come from one full-text query, an OR of small AND-groups of distinctive words (the
+title's longest words; the body's longest words in threes), so the engine ranks only the few
+entries that share several distinctive words; long words are rarely common ones. Entries whose
+slug differs only in separators or a plural are candidates too. Each candidate is then scored in
+Python: word overlap of the titles and word-pair overlap of the bodies.
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from typing import Any
 
 from armarius.memory import queries
@@ -17,10 +18,22 @@ from armarius.memory.model import Entry, slug_key, words
 from armarius.store import Tx
 
 _CANDIDATES = 8
-_TITLE_WORDS = 6
+_TITLE_GROUP, _DISTINCTIVE_LENGTH = 3, 4
 _BODY_GROUPS, _GROUP_SIZE = 3, 3
 _TITLE_WEIGHT, _BODY_WEIGHT = 0.4, 0.6
 _SLUG_MATCH_SCORE = 0.95
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """The word sets one side of a comparison is scored on."""
+
+    title_words: frozenset[str]
+    body_pairs: frozenset[tuple[str, ...]]
+
+    @classmethod
+    def of(cls, title: str, body: str) -> _Shape:
+        return cls(frozenset(_lower_words(title)), frozenset(_pairs(_lower_words(body))))
 
 
 def find_duplicates(tx: Tx, slug: str, title: str, body: str, threshold: float) -> list[dict[str, Any]]:
@@ -29,8 +42,9 @@ def find_duplicates(tx: Tx, slug: str, title: str, body: str, threshold: float) 
         scored[entry.slug] = (_SLUG_MATCH_SCORE, entry)
     groups = _search_groups(title, body)
     if groups:
+        new = _Shape.of(title, body)
         for entry in queries.similar_candidates(tx, queries.match_expression(tx.dialect, groups), _CANDIDATES):
-            score = similarity(title, body, entry.title, entry.body)
+            score = _similarity(new, _Shape.of(entry.title, entry.body))
             if score > scored.get(entry.slug, (0.0, entry))[0]:
                 scored[entry.slug] = (score, entry)
     hits = sorted(((score, entry) for score, entry in scored.values() if score >= threshold),
@@ -40,34 +54,41 @@ def find_duplicates(tx: Tx, slug: str, title: str, body: str, threshold: float) 
 
 
 def _search_groups(title: str, body: str) -> list[list[str]]:
+    """AND-groups of at least two distinctive words each; a lone or short word would match too much."""
     groups = []
-    title_words = list(dict.fromkeys(_lower_words(title)))[:_TITLE_WORDS]
-    if title_words:
+    title_words = _distinctive(title)[:_TITLE_GROUP]
+    if len(title_words) >= 2:
         groups.append(title_words)
-    distinctive = sorted(dict.fromkeys(_lower_words(body)), key=len, reverse=True)[: _BODY_GROUPS * _GROUP_SIZE]
-    groups += [distinctive[i::_BODY_GROUPS] for i in range(_BODY_GROUPS) if distinctive[i::_BODY_GROUPS]]
+    body_words = _distinctive(body)[: _BODY_GROUPS * _GROUP_SIZE]
+    groups += [group for i in range(_BODY_GROUPS) if len(group := body_words[i::_BODY_GROUPS]) >= 2]
     return groups
+
+
+def _distinctive(text: str) -> list[str]:
+    unique = dict.fromkeys(word for word in _lower_words(text) if len(word) >= _DISTINCTIVE_LENGTH)
+    return sorted(unique, key=len, reverse=True)
 
 
 def similarity(title_a: str, body_a: str, title_b: str, body_b: str) -> float:
     """0 (nothing shared) to 1 (same words in the title, same word pairs in the body)."""
-    return _TITLE_WEIGHT * _jaccard(set(_lower_words(title_a)), set(_lower_words(title_b))) + _BODY_WEIGHT * _jaccard(
-        _pairs(body_a), _pairs(body_b)
-    )
+    return _similarity(_Shape.of(title_a, body_a), _Shape.of(title_b, body_b))
+
+
+def _similarity(a: _Shape, b: _Shape) -> float:
+    return _TITLE_WEIGHT * _jaccard(a.title_words, b.title_words) + _BODY_WEIGHT * _jaccard(a.body_pairs, b.body_pairs)
 
 
 def _lower_words(text: str) -> list[str]:
     return [word.lower() for word in words(text)]
 
 
-def _pairs(text: str) -> set[tuple[str, ...]]:
-    tokens = _lower_words(text)
+def _pairs(tokens: list[str]) -> set[tuple[str, ...]]:
     if len(tokens) < 2:
         return {tuple(tokens)} if tokens else set()
     return set(itertools.pairwise(tokens))
 
 
-def _jaccard(a: set[Any], b: set[Any]) -> float:
+def _jaccard(a: frozenset[Any], b: frozenset[Any]) -> float:
     if not a and not b:
         return 1.0
     return len(a & b) / len(a | b)

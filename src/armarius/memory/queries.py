@@ -18,7 +18,7 @@ _ENTRY_COLUMNS = (
     "needs_review, created_at, updated_at, updated_by"
 )
 #: bm25 weights for the FTS5 columns slug, title, body.
-_BM25 = "bm25(entries_fts, 2.0, 4.0, 1.0)"
+_BM25_WEIGHTS = "bm25(2.0, 4.0, 1.0)"
 _HEADLINE = "StartSel=**, StopSel=**, MaxWords=24, MinWords=10, MaxFragments=1, FragmentDelimiter=\" … \""
 
 
@@ -167,32 +167,37 @@ def match_expression(dialect: str, groups: Sequence[Sequence[str]]) -> str:
 
 
 def search(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Sequence[str]) -> list[Row]:
-    """Ranked hits with a highlighted snippet, best first."""
+    """Ranked hits with a highlighted snippet, best first.
+
+    SQLite: FTS5 ranks inside the index (``rank MATCH 'bm25(…)'``), so entries are joined and
+    snippets built only for the rows returned. PostgreSQL: armarius_search_entries() ranks the
+    workspace's matches with the GIN index (see migration 0004), then the top rows are joined.
+    """
     workspace = tx.require_workspace()
-    filters, params = "", list[Any]()
-    if curated_only:
-        filters += " AND e.curated_revision = e.revision"
-    if tags:
-        filters += (
-            f" AND e.id IN (SELECT entry_id FROM entry_tags WHERE workspace_id = ? AND tag IN "
-            f"({', '.join('?' for _ in tags)}) GROUP BY entry_id HAVING count(*) = ?)"
-        )
-        params = [workspace, *tags, len(tags)]
     if tx.dialect == "sqlite":
+        filters, params = "", list[Any]()
+        if curated_only:
+            filters += " AND e.curated_revision = e.revision"
+        if tags:
+            filters += (
+                f" AND e.id IN (SELECT entry_id FROM entry_tags WHERE workspace_id = ? AND tag IN "
+                f"({', '.join('?' for _ in tags)}) GROUP BY entry_id HAVING count(*) = ?)"
+            )
+            params = [workspace, *tags, len(tags)]
         return tx.all(
             "SELECT e.slug, e.title, e.revision, e.curated_revision, "
             "snippet(entries_fts, 2, '**', '**', '…', 20) AS snippet "
             "FROM entries_fts JOIN entries e ON e.id = entries_fts.rowid "
-            f"WHERE entries_fts MATCH ? AND e.workspace_id = ?{filters} ORDER BY {_BM25} LIMIT ?",
-            (expression, workspace, *params, limit),
+            f"WHERE entries_fts MATCH ? AND entries_fts.rank MATCH ? AND e.workspace_id = ?{filters} "
+            "ORDER BY entries_fts.rank LIMIT ?",
+            (expression, _BM25_WEIGHTS, workspace, *params, limit),
         )
     return tx.all(
-        "WITH q AS (SELECT to_tsquery('simple', ?) AS query), "
-        "top AS (SELECT e.slug, e.title, e.body, e.revision, e.curated_revision, ts_rank(e.tsv, q.query) AS rank "
-        f"FROM entries e, q WHERE e.workspace_id = ? AND e.tsv @@ q.query{filters} ORDER BY rank DESC LIMIT ?) "
-        f"SELECT top.slug, top.title, top.revision, top.curated_revision, "
-        f"ts_headline('simple', top.body, q.query, '{_HEADLINE}') AS snippet FROM top, q ORDER BY top.rank DESC",
-        (expression, workspace, *params, limit),
+        "SELECT e.slug, e.title, e.revision, e.curated_revision, "
+        f"ts_headline('simple', e.body, to_tsquery('simple', ?), '{_HEADLINE}') AS snippet "
+        "FROM armarius_search_entries(to_tsquery('simple', ?), ?, ?, ?) hit "
+        "JOIN entries e ON e.id = hit.entry_id AND e.workspace_id = ? ORDER BY hit.rank DESC, hit.entry_id",
+        (expression, expression, limit, curated_only, list(tags), workspace),
     )
 
 
@@ -203,14 +208,15 @@ def similar_candidates(tx: Tx, expression: str, limit: int) -> list[Entry]:
     if tx.dialect == "sqlite":
         rows = tx.all(
             f"SELECT {columns} FROM entries_fts JOIN entries e ON e.id = entries_fts.rowid "
-            f"WHERE entries_fts MATCH ? AND e.workspace_id = ? ORDER BY {_BM25} LIMIT ?",
-            (expression, workspace, limit),
+            "WHERE entries_fts MATCH ? AND entries_fts.rank MATCH ? AND e.workspace_id = ? "
+            "ORDER BY entries_fts.rank LIMIT ?",
+            (expression, _BM25_WEIGHTS, workspace, limit),
         )
     else:
         rows = tx.all(
-            f"SELECT {columns} FROM entries e, to_tsquery('simple', ?) q "
-            "WHERE e.workspace_id = ? AND e.tsv @@ q ORDER BY ts_rank(e.tsv, q) DESC LIMIT ?",
-            (expression, workspace, limit),
+            f"SELECT {columns} FROM armarius_search_entries(to_tsquery('simple', ?), ?, false, '{{}}') hit "
+            "JOIN entries e ON e.id = hit.entry_id AND e.workspace_id = ? ORDER BY hit.rank DESC, hit.entry_id",
+            (expression, limit, workspace),
         )
     return [entry_from_row(row) for row in rows]
 
