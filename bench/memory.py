@@ -37,23 +37,23 @@ import asyncio
 import cProfile
 import os
 import pstats
-import secrets
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from corpus import QUERY_CLASSES, Corpus, Document
+from databases import PG_ADMIN_URL, postgres_settings, sqlite_settings
 
-from armarius.app import Armarius, initialize, open_app
+from armarius.app import Armarius, open_app
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind, Role
 from armarius.config import Settings
@@ -62,7 +62,6 @@ from armarius.memory.model import parse_links, slug_key, words
 from armarius.memory.service import RememberRequest
 from armarius.store import utc_now
 
-PG_ADMIN_URL = os.environ.get("ARMARIUS_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 OPERATOR = "operator:bench"
 WORKSPACE, AGENT = "bench", "bench-agent"
 LOAD_BATCH = 5_000
@@ -165,42 +164,6 @@ class SizeFigures:
             mixed.fallbacks += reads.fallbacks
             mixed.hits += reads.hits
         return mixed
-
-
-# Temporary databases ----------------------------------------------------------------------------
-
-
-def _pg_url(database: str, user: str) -> str:
-    """A postgresql:// URL (what Settings accepts) on the admin URL's host and port."""
-    info = psycopg.conninfo.conninfo_to_dict(PG_ADMIN_URL)
-    return f"postgresql://{user}@{info.get('host', '127.0.0.1')}:{info.get('port', 5432)}/{database}"
-
-
-@contextmanager
-def postgres_settings(data_dir: Path) -> Iterator[Settings]:
-    """A fresh database owned by the admin, and a login role for the server that owns nothing."""
-    suffix = secrets.token_hex(4)
-    name, role = f"armarius_bench_{suffix}", f"armarius_bench_app_{suffix}"
-    admin_user = str(psycopg.conninfo.conninfo_to_dict(PG_ADMIN_URL).get("user", "postgres"))
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
-        connection.execute(f'CREATE ROLE "{role}" LOGIN')
-        connection.execute(f'CREATE DATABASE "{name}"')
-    try:
-        settings = Settings(data_dir=data_dir, database_url=_pg_url(name, role),
-                            database_migrate_url=_pg_url(name, admin_user))
-        initialize(settings)
-        yield settings
-    finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            connection.execute(f'DROP ROLE IF EXISTS "{role}"')
-
-
-@contextmanager
-def sqlite_settings(data_dir: Path) -> Iterator[Settings]:
-    settings = Settings(data_dir=data_dir)
-    initialize(settings)
-    yield settings
 
 
 # Bare FTS on the driver -------------------------------------------------------------------------

@@ -180,9 +180,8 @@ class MemoryService:
         try:
             with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
                 entry = queries.entry_by_slug(tx, slug, lock=True)
-                if entry is None:
-                    # Creations queue up per workspace, so the duplicate check sees a concurrent creation.
-                    tx.serialize(_CREATE_TOPIC)
+                # Creations queue up per workspace, so the duplicate check sees a concurrent creation.
+                if entry is None and tx.serialize(_CREATE_TOPIC):
                     entry = queries.entry_by_slug(tx, slug, lock=True)
                 current = entry.revision if entry else 0
                 if expected is not None and expected != current:

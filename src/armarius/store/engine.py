@@ -65,14 +65,17 @@ class Tx:
             raise RuntimeError("this statement needs a workspace-scoped transaction")
         return self.workspace_id
 
-    def serialize(self, topic: int) -> None:
+    def serialize(self, topic: int) -> bool:
         """Hold this transaction against others of the same workspace and topic until it ends.
 
-        SQLite writers already hold the database's write lock; PostgreSQL takes a transaction-level
-        advisory lock, for check-then-insert sequences that have no existing row to lock.
+        SQLite writers already hold the database's write lock (returns False: nothing new to read);
+        PostgreSQL takes a transaction-level advisory lock, for check-then-insert sequences that have
+        no existing row to lock (returns True: what others committed meanwhile is now visible).
         """
-        if self.dialect == "postgresql":
-            self.execute("SELECT pg_advisory_xact_lock(?::integer, ?::integer)", (topic, self.require_workspace()))
+        if self.dialect == "sqlite":
+            return False
+        self.execute("SELECT pg_advisory_xact_lock(?::integer, ?::integer)", (topic, self.require_workspace()))
+        return True
 
     def execute(self, sql: str, params: Params = ()) -> int:
         """Run one statement; returns the number of rows it changed."""
