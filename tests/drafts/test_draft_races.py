@@ -1,0 +1,270 @@
+"""Eight create_draft calls at once with one approval, on SQLite and PostgreSQL, threads and processes.
+
+Each round a human approves a fresh payload; eight racers line up on a barrier and call
+``create_draft`` with that one token at the same moment. With eight different operation ids exactly
+one creates the draft and seven are refused with ``approval_used``; nothing else is allowed (no
+``storage_unavailable``, no ``draft_exists``, no unexpected exception). With one shared operation
+id exactly one creates it and seven get the earlier answer replayed. Afterwards the stored state
+must agree with the answers: one draft per slug naming the winner's operation, its approval
+``consumed`` by that operation, an operation row for the winner only, and the audit log recording
+each creation, refusal and replay exactly once, with an intact chain.
+
+Threads share one application (SQLite: one connection per thread; PostgreSQL: the pool). The
+processes are started once per test with 'spawn', each opens its own application and takes its
+rounds from a queue, so spawning costs are paid once, not per round.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import traceback
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from armarius.app import Armarius, open_app
+from armarius.audit import chain as audit
+from armarius.auth.model import Actor
+from armarius.config import Settings
+from armarius.errors import ApprovalUsed, ArmariusError
+from tests.helpers import OwnerSQL, Team, make_team
+
+RACERS = 8
+ROUNDS = 200
+SAME_OPERATION_ROUNDS = 100
+WORKSPACE = "races"
+TIMEOUT = 60
+
+Outcome = dict[str, Any]
+#: One racer's part in a round: (round number, payload, approval token, operation id).
+Task = tuple[int, dict[str, str], str, str]
+
+
+def payload_for(variant: str, number: int) -> dict[str, str]:
+    return {"slug": f"{variant}/round-{number}", "title": f"Race {variant} round {number}",
+            "text": f"Round {number} of the {variant} race.\nZweite Zeile: grüße, 🙂\n"}
+
+
+def attempt(app: Armarius, agent: Actor, payload: dict[str, str], token: str, operation: str) -> Outcome:
+    """The answer, the refusal (its class and code) or any other exception, as picklable data."""
+    try:
+        return {"ok": app.drafts.create_draft(agent, payload, token, operation=operation)}
+    except ArmariusError as error:
+        return {"type": type(error).__name__, "code": error.code, "details": error.details}
+    except Exception as error:
+        return {"exception": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+
+
+# Racers ----------------------------------------------------------------------------------------
+
+
+class ThreadRacers:
+    """Eight threads of this process sharing the application."""
+
+    def __init__(self, app: Armarius, agent: Actor) -> None:
+        self.app, self.agent = app, agent
+        self.barrier = threading.Barrier(RACERS, timeout=TIMEOUT)
+        self.pool = ThreadPoolExecutor(max_workers=RACERS, thread_name_prefix="racer")
+
+    def _run(self, task: Task) -> Outcome:
+        _, payload, token, operation = task
+        self.barrier.wait()
+        return attempt(self.app, self.agent, payload, token, operation)
+
+    def race(self, tasks: list[Task]) -> list[Outcome]:
+        futures = [self.pool.submit(self._run, task) for task in tasks]
+        return [future.result(timeout=2 * TIMEOUT) for future in futures]
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+def _process_racer(settings: Settings, agent: Actor, index: int, tasks: Any, results: Any, barrier: Any) -> None:
+    """One racing process: its own application; a round per task until it is sent None."""
+    app = open_app(settings)
+    try:
+        while (task := tasks.get(timeout=4 * TIMEOUT)) is not None:
+            number, payload, token, operation = task
+            barrier.wait()
+            results.put((number, index, attempt(app, agent, payload, token, operation)))
+    except BaseException:
+        results.put((-1, index, {"exception": "the racer stopped", "traceback": traceback.format_exc()}))
+        barrier.abort()
+    finally:
+        app.close()
+
+
+class ProcessRacers:
+    """Eight spawned processes, started once and fed their rounds through one queue each."""
+
+    def __init__(self, settings: Settings, agent: Actor) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.barrier = context.Barrier(RACERS, timeout=TIMEOUT)
+        self.results = context.Queue()
+        self.tasks = [context.Queue() for _ in range(RACERS)]
+        self.processes = [
+            context.Process(target=_process_racer, name=f"draft-racer-{index}", daemon=True,
+                            args=(settings, agent, index, self.tasks[index], self.results, self.barrier))
+            for index in range(RACERS)
+        ]
+        for process in self.processes:
+            process.start()
+
+    def race(self, tasks: list[Task]) -> list[Outcome]:
+        for queue, task in zip(self.tasks, tasks, strict=True):
+            queue.put(task)
+        outcomes: dict[int, Outcome] = {}
+        for _ in tasks:
+            number, index, outcome = self.results.get(timeout=4 * TIMEOUT)
+            assert number == tasks[0][0], outcome.get("traceback", outcome)
+            outcomes[index] = outcome
+        return [outcomes[index] for index in range(RACERS)]
+
+    def close(self) -> None:
+        for queue in self.tasks:
+            queue.put(None)
+        for process in self.processes:
+            process.join(timeout=30)
+            if process.is_alive():
+                process.terminate()
+                process.join()
+            process.close()
+        for queue in [*self.tasks, self.results]:
+            queue.close()
+            queue.join_thread()
+
+
+# Rounds and their checks -----------------------------------------------------------------------
+
+
+class Rounds:
+    """What every round promised, checked per round against the answers and at the end against the store."""
+
+    def __init__(self, app: Armarius, team: Team) -> None:
+        self.app, self.team = app, team
+        #: slug -> (approval id, the winning operation, every operation tried, shared operation or not)
+        self.expected: dict[str, tuple[int, str, list[str], bool]] = {}
+        self.categories: Counter[str] = Counter()
+        #: How often each racer won: the races are real only if more than one of them ever does.
+        self.winners: Counter[int] = Counter()
+
+    def play(self, racers: ThreadRacers | ProcessRacers, variant: str, number: int, *, same_operation: bool) -> None:
+        payload = payload_for(variant, number)
+        approval = self.app.drafts.approve(self.team.human, payload=payload)
+        operations = ([f"op-{variant}-{number}"] * RACERS if same_operation
+                      else [f"op-{variant}-{number}-{index}" for index in range(RACERS)])
+        outcomes = racers.race([(number, payload, approval.token, operation) for operation in operations])
+        winner = self._check(payload["slug"], operations, outcomes, same_operation=same_operation)
+        self.expected[payload["slug"]] = (approval.approval_id, winner, operations, same_operation)
+
+    def _check(self, slug: str, operations: list[str], outcomes: list[Outcome], *, same_operation: bool) -> str:
+        context = f"{slug}: {list(zip(operations, outcomes, strict=True))}"
+        crashed = [outcome for outcome in outcomes if "exception" in outcome]
+        assert not crashed, f"{context}\n{crashed[0]['traceback']}"
+        created = [index for index, outcome in enumerate(outcomes)
+                   if outcome.get("ok") == {"slug": slug, "draft": True, "replayed": False}]
+        assert len(created) == 1, context
+        others = [outcome for index, outcome in enumerate(outcomes) if index != created[0]]
+        if same_operation:
+            assert all(outcome.get("ok") == {"slug": slug, "draft": True, "replayed": True} for outcome in others), \
+                context
+            self.categories["1 created, 7 replayed"] += 1
+        else:
+            assert all(outcome.get("type") == ApprovalUsed.__name__ and outcome["code"] == ApprovalUsed.code
+                       for outcome in others), context
+            self.categories["1 created, 7 approval_used"] += 1
+        self.winners[created[0]] += 1
+        return operations[created[0]]
+
+    def check_store(self) -> None:
+        """The stored drafts, approvals, operations and audit events agree with every round's answers."""
+        workspace = self.team.agent.workspace_id
+        with OwnerSQL(self.app.settings) as sql:
+            drafts = sql.rows("SELECT slug, operation_id, approval_id FROM drafts WHERE workspace_id = ?",
+                              (workspace,))
+            approvals = {row[0]: (row[1], row[2]) for row in sql.rows(
+                "SELECT id, outcome, operation_id FROM approvals WHERE workspace_id = ?", (workspace,))}
+            operations = sorted(row[0] for row in sql.rows(
+                "SELECT operation_id FROM operations WHERE workspace_id = ?", (workspace,)))
+        assert Counter(row[0] for row in drafts) == Counter(dict.fromkeys(self.expected, 1))
+        for slug, operation, approval_id in drafts:
+            expected_approval, winner, _, _ = self.expected[slug]
+            assert (operation, approval_id) == (winner, expected_approval), slug
+            assert approvals[approval_id] == ("consumed", winner), slug
+        assert len(approvals) == len(self.expected)
+        assert len(self.winners) > 1, f"one racer won every round: {self.winners}"
+        assert operations == sorted(winner for _, winner, _, _ in self.expected.values())
+        listed = {row["slug"]: row["operation"] for row in self.app.drafts.drafts(self.team.human)}
+        assert listed == {slug: winner for slug, (_, winner, _, _) in self.expected.items()}
+        self._check_audit(workspace)
+
+    def _check_audit(self, workspace: int) -> None:
+        events: dict[str, Counter[str]] = {slug: Counter() for slug in self.expected}
+        for event in audit.tail(self.app.database, workspace, limit=1_000_000):
+            action = event.action
+            _, winner, operations, _ = self.expected[event.subject]
+            if action == "draft.refused":
+                action = f"{action}:{event.details['code']}"
+                assert event.details["operation"] in operations, event
+                assert event.details["operation"] != winner, event
+            elif action in ("draft.created", "approval.consumed", "draft.replayed"):
+                assert event.details["operation"] == winner, event
+            events[event.subject][action] += 1
+        for slug, (_, _, _, same_operation) in self.expected.items():
+            losers = {"draft.replayed": RACERS - 1} if same_operation else {"draft.refused:approval_used": RACERS - 1}
+            assert events[slug] == Counter({"approval.issued": 1, "draft.created": 1, "approval.consumed": 1,
+                                            **losers}), slug
+        checked, broken = audit.verify_chain(self.app.database, workspace)
+        assert broken is None, broken
+        assert checked == sum(events[slug].total() for slug in self.expected)
+
+
+@pytest.fixture
+def team(app: Armarius) -> Team:
+    return make_team(app, WORKSPACE)
+
+
+@pytest.fixture
+def thread_racers(app: Armarius, team: Team) -> Iterator[ThreadRacers]:
+    racers = ThreadRacers(app, team.agent)
+    yield racers
+    racers.close()
+
+
+@pytest.fixture
+def process_racers(settings: Settings, team: Team) -> Iterator[ProcessRacers]:
+    racers = ProcessRacers(settings, team.agent)
+    yield racers
+    racers.close()
+
+
+def test_one_token_eight_threads_one_draft(app: Armarius, team: Team, thread_racers: ThreadRacers) -> None:
+    rounds = Rounds(app, team)
+    for number in range(ROUNDS):
+        rounds.play(thread_racers, "threads", number, same_operation=False)
+    rounds.check_store()
+    assert rounds.categories == {"1 created, 7 approval_used": ROUNDS}
+
+
+def test_one_token_eight_processes_one_draft(app: Armarius, team: Team, process_racers: ProcessRacers) -> None:
+    rounds = Rounds(app, team)
+    for number in range(ROUNDS):
+        rounds.play(process_racers, "processes", number, same_operation=False)
+    for number in range(SAME_OPERATION_ROUNDS):
+        rounds.play(process_racers, "processes-same-op", number, same_operation=True)
+    rounds.check_store()
+    assert rounds.categories == {"1 created, 7 approval_used": ROUNDS,
+                                 "1 created, 7 replayed": SAME_OPERATION_ROUNDS}
+
+
+def test_one_token_one_operation_eight_threads_replay(app: Armarius, team: Team,
+                                                      thread_racers: ThreadRacers) -> None:
+    rounds = Rounds(app, team)
+    for number in range(SAME_OPERATION_ROUNDS):
+        rounds.play(thread_racers, "threads-same-op", number, same_operation=True)
+    rounds.check_store()
+    assert rounds.categories == {"1 created, 7 replayed": SAME_OPERATION_ROUNDS}
