@@ -33,16 +33,21 @@ class _Shape:
 
     @classmethod
     def of(cls, title: str, body: str) -> _Shape:
-        return cls(frozenset(_lower_words(title)), frozenset(_pairs(_lower_words(body))))
+        return cls.of_words(_lower_words(title), _lower_words(body))
+
+    @classmethod
+    def of_words(cls, title_words: list[str], body_words: list[str]) -> _Shape:
+        return cls(frozenset(title_words), frozenset(_pairs(body_words)))
 
 
 def find_duplicates(tx: Tx, slug: str, title: str, body: str, threshold: float) -> list[dict[str, Any]]:
     scored: dict[str, tuple[float, Entry]] = {}
     for entry in queries.entries_by_slug_key(tx, slug_key(slug)):
         scored[entry.slug] = (_SLUG_MATCH_SCORE, entry)
-    groups = _search_groups(title, body)
+    title_words, body_words = _lower_words(title), _lower_words(body)
+    groups = _search_groups(title_words, body_words)
     if groups:
-        new = _Shape.of(title, body)
+        new = _Shape.of_words(title_words, body_words)
         for entry in queries.similar_candidates(tx, queries.match_expression(tx.dialect, groups), _CANDIDATES):
             score = _similarity(new, _Shape.of(entry.title, entry.body))
             if score > scored.get(entry.slug, (0.0, entry))[0]:
@@ -53,19 +58,19 @@ def find_duplicates(tx: Tx, slug: str, title: str, body: str, threshold: float) 
              "curated": entry.curated} for score, entry in hits[:5]]
 
 
-def _search_groups(title: str, body: str) -> list[list[str]]:
+def _search_groups(title_words: list[str], body_words: list[str]) -> list[list[str]]:
     """AND-groups of at least two distinctive words each; a lone or short word would match too much."""
     groups = []
-    title_words = _distinctive(title)[:_TITLE_GROUP]
-    if len(title_words) >= 2:
-        groups.append(title_words)
-    body_words = _distinctive(body)[: _BODY_GROUPS * _GROUP_SIZE]
-    groups += [group for i in range(_BODY_GROUPS) if len(group := body_words[i::_BODY_GROUPS]) >= 2]
+    title_group = _distinctive(title_words)[:_TITLE_GROUP]
+    if len(title_group) >= 2:
+        groups.append(title_group)
+    body_group = _distinctive(body_words)[: _BODY_GROUPS * _GROUP_SIZE]
+    groups += [group for i in range(_BODY_GROUPS) if len(group := body_group[i::_BODY_GROUPS]) >= 2]
     return groups
 
 
-def _distinctive(text: str) -> list[str]:
-    unique = dict.fromkeys(word for word in _lower_words(text) if len(word) >= _DISTINCTIVE_LENGTH)
+def _distinctive(text_words: list[str]) -> list[str]:
+    unique = dict.fromkeys(word for word in text_words if len(word) >= _DISTINCTIVE_LENGTH)
     return sorted(unique, key=len, reverse=True)
 
 
@@ -79,7 +84,7 @@ def _similarity(a: _Shape, b: _Shape) -> float:
 
 
 def _lower_words(text: str) -> list[str]:
-    return [word.lower() for word in words(text)]
+    return words(text.lower())
 
 
 def _pairs(tokens: list[str]) -> set[tuple[str, ...]]:

@@ -75,10 +75,12 @@ def insert_revision(tx: Tx, entry_id: int, revision: int, *, title: str, body: s
     )
 
 
-def replace_tags_and_links(tx: Tx, entry_id: int, tags: Sequence[str], links: Sequence[str]) -> None:
+def replace_tags_and_links(tx: Tx, entry_id: int, tags: Sequence[str], links: Sequence[str], *,
+                           new_entry: bool = False) -> None:
     workspace = tx.require_workspace()
-    tx.execute("DELETE FROM entry_tags WHERE workspace_id = ? AND entry_id = ?", (workspace, entry_id))
-    tx.execute("DELETE FROM entry_links WHERE workspace_id = ? AND source_id = ?", (workspace, entry_id))
+    if not new_entry:
+        tx.execute("DELETE FROM entry_tags WHERE workspace_id = ? AND entry_id = ?", (workspace, entry_id))
+        tx.execute("DELETE FROM entry_links WHERE workspace_id = ? AND source_id = ?", (workspace, entry_id))
     for tag in tags:
         tx.execute("INSERT INTO entry_tags (workspace_id, entry_id, tag) VALUES (?, ?, ?)", (workspace, entry_id, tag))
     for target in links:
@@ -170,8 +172,10 @@ def search(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Seq
     """Ranked hits with a highlighted snippet, best first.
 
     SQLite: FTS5 ranks inside the index (``rank MATCH 'bm25(…)'``), so entries are joined and
-    snippets built only for the rows returned. PostgreSQL: armarius_search_entries() ranks the
-    workspace's matches with the GIN index (see migration 0004), then the top rows are joined.
+    snippets built only for the rows returned; CROSS JOIN keeps the index as the outer loop (the
+    planner would otherwise walk the workspace's entries and test each against the index).
+    PostgreSQL: armarius_search_entries() ranks the workspace's matches with the GIN index (see
+    migration 0004), then the top rows are joined.
     """
     workspace = tx.require_workspace()
     if tx.dialect == "sqlite":
@@ -187,7 +191,7 @@ def search(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Seq
         return tx.all(
             "SELECT e.slug, e.title, e.revision, e.curated_revision, "
             "snippet(entries_fts, 2, '**', '**', '…', 20) AS snippet "
-            "FROM entries_fts JOIN entries e ON e.id = entries_fts.rowid "
+            "FROM entries_fts CROSS JOIN entries e ON e.id = entries_fts.rowid "
             f"WHERE entries_fts MATCH ? AND entries_fts.rank MATCH ? AND e.workspace_id = ?{filters} "
             "ORDER BY entries_fts.rank LIMIT ?",
             (expression, _BM25_WEIGHTS, workspace, *params, limit),
@@ -206,12 +210,13 @@ def similar_candidates(tx: Tx, expression: str, limit: int) -> list[Entry]:
     workspace = tx.require_workspace()
     columns = ", ".join("e." + column.strip() for column in _ENTRY_COLUMNS.split(","))
     if tx.dialect == "sqlite":
-        rows = tx.all(
-            f"SELECT {columns} FROM entries_fts JOIN entries e ON e.id = entries_fts.rowid "
-            "WHERE entries_fts MATCH ? AND entries_fts.rank MATCH ? AND e.workspace_id = ? "
-            "ORDER BY entries_fts.rank LIMIT ?",
-            (expression, _BM25_WEIGHTS, workspace, limit),
-        )
+        # Unranked first: usually only a handful match, and ranking costs more than the match itself.
+        sql = (f"SELECT {columns} FROM entries_fts CROSS JOIN entries e ON e.id = entries_fts.rowid "
+               "WHERE entries_fts MATCH ? AND e.workspace_id = ? LIMIT ?")
+        rows = tx.all(sql, (expression, workspace, limit + 1))
+        if len(rows) > limit:
+            rows = tx.all(sql.replace("LIMIT ?", "AND entries_fts.rank MATCH ? ORDER BY entries_fts.rank LIMIT ?"),
+                          (expression, workspace, _BM25_WEIGHTS, limit))
     else:
         rows = tx.all(
             f"SELECT {columns} FROM armarius_search_entries(to_tsquery('simple', ?), ?, false, '{{}}') hit "

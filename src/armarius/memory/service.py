@@ -212,7 +212,7 @@ class MemoryService:
                                         by=actor.audit_name, at=now)
         queries.insert_revision(tx, entry_id, 1, title=title, body=body, tags=encoded, reason=reason,
                                 operation_id=operation, author=actor.audit_name, at=now, overrode_curated=False)
-        queries.replace_tags_and_links(tx, entry_id, tags, parse_links(body))
+        queries.replace_tags_and_links(tx, entry_id, tags, parse_links(body), new_entry=True)
         details: dict[str, Any] = {"revision": 1, "operation": operation}
         if request.confirm_distinct:
             details["confirmed_distinct"] = reason
