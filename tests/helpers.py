@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 import psycopg
+from mcp import Client
+from mcp.server.context import ServerRequestContext
 
 from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind, Role
 from armarius.config import Settings
+from armarius.mcp.server import build_server
 
 OPERATOR = "operator:test"
 
@@ -85,3 +90,29 @@ class OwnerSQL:
 
     def count(self, table: str) -> int:
         return int(self.rows(f"SELECT count(*) FROM {table}")[0][0])
+
+
+class Agent:
+    """Calls tools as one actor and keeps the decoded answers."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    async def __call__(self, tool: str, **arguments: Any) -> dict[str, Any]:
+        result = await self.client.call_tool(tool, arguments)
+        payload = tool_payload(result)
+        if result.is_error:
+            return {"error": payload["code"], **payload}
+        return dict(payload)
+
+    async def tools(self) -> set[str]:
+        return {tool.name for tool in (await self.client.list_tools()).tools}
+
+
+@asynccontextmanager
+async def agent_of(app: Armarius, actor: Actor) -> AsyncIterator[Agent]:
+    async def resolve(_ctx: ServerRequestContext[Any]) -> Actor:
+        return actor
+
+    async with Client(build_server(app, resolve)) as client:
+        yield Agent(client)

@@ -7,45 +7,20 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from mcp import Client
-from mcp.server.context import ServerRequestContext
 
 from armarius.app import Armarius
 from armarius.audit import chain
-from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind, Role
 from armarius.config import Settings
 from armarius.errors import Conflict, NotAllowed
-from armarius.mcp.server import build_server
-from tests.helpers import OPERATOR, OwnerSQL, Team, make_team, tool_payload
+from tests.helpers import OPERATOR, OwnerSQL, Team, agent_of, make_team
 
 pytestmark = pytest.mark.anyio
 
 PAYLOAD = {"slug": "news/launch", "title": "Launch notes", "text": "Line one.\nLine two.\nLine three.\n"}
-
-
-class Agent:
-    def __init__(self, client: Client) -> None:
-        self.client = client
-
-    async def __call__(self, tool: str, **arguments: Any) -> dict[str, Any]:
-        result = await self.client.call_tool(tool, arguments)
-        payload = tool_payload(result)
-        return {"error": payload["code"], **payload} if result.is_error else dict(payload)
-
-
-@asynccontextmanager
-async def agent_of(app: Armarius, actor: Actor) -> AsyncIterator[Agent]:
-    async def resolve(_ctx: ServerRequestContext[Any]) -> Actor:
-        return actor
-
-    async with Client(build_server(app, resolve)) as client:
-        yield Agent(client)
 
 
 @pytest.fixture

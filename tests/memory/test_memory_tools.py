@@ -2,53 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from mcp import Client
-from mcp.server.context import ServerRequestContext
 
 from armarius.app import Armarius
 from armarius.audit import chain
-from armarius.auth.model import Actor
 from armarius.auth.permissions import Role
 from armarius.errors import Conflict, NotAllowed, NotFound
-from armarius.mcp.server import build_server
-from tests.helpers import Team, make_team, tool_payload
+from tests.helpers import Team, agent_of, make_team
 
 pytestmark = pytest.mark.anyio
 
 STAGING = {"slug": "ops/staging-server", "title": "Staging server",
            "body": "The staging server runs on host alpha-7 in rack 3. Deploy with [[ops/pipeline]].",
            "tags": ["ops", "hosts"]}
-
-
-class Agent:
-    """Calls tools as one actor and keeps the decoded answers."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-
-    async def __call__(self, tool: str, **arguments: Any) -> dict[str, Any]:
-        result = await self.client.call_tool(tool, arguments)
-        payload = tool_payload(result)
-        if result.is_error:
-            return {"error": payload["code"], **payload}
-        return dict(payload)
-
-    async def tools(self) -> set[str]:
-        return {tool.name for tool in (await self.client.list_tools()).tools}
-
-
-@asynccontextmanager
-async def agent_of(app: Armarius, actor: Actor) -> AsyncIterator[Agent]:
-    async def resolve(_ctx: ServerRequestContext[Any]) -> Actor:
-        return actor
-
-    async with Client(build_server(app, resolve)) as client:
-        yield Agent(client)
 
 
 @pytest.fixture

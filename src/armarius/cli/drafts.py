@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from armarius.cli.context import CliContext, pass_cli
-from armarius.cli.human import human_actor, human_options
+from armarius.cli.human import acting_human, human_options
 from armarius.drafts.model import DraftPayload
 from armarius.errors import InvalidInput
 from armarius.textview import reveal, short_fingerprint
@@ -67,8 +67,7 @@ def approve(cli: CliContext, proposal_file: Path | None, proposal_id: int | None
     """Review a draft proposal in full and, with --confirm-exact-content, issue its single-use approval."""
     if (proposal_file is None) == (proposal_id is None):
         raise click.UsageError("give either PROPOSAL_FILE or --proposal ID")
-    with cli.app() as app:
-        actor = human_actor(app, principal, password, workspace)
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         if proposal_id is not None:
             shown = app.drafts.proposal(actor, proposal_id)
             content = DraftPayload(shown["slug"], shown["title"], shown["text"])
@@ -105,8 +104,8 @@ def drafts() -> None:
 @pass_cli
 def drafts_proposals(cli: CliContext, status: str, workspace: str, principal: str, password: str | None) -> None:
     """The review queue."""
-    with cli.app() as app:
-        listing = app.drafts.proposals(human_actor(app, principal, password, workspace),
+    with acting_human(cli, workspace, principal, password) as (app, actor):
+        listing = app.drafts.proposals(actor,
                                        None if status == "all" else status)
     cli.emit(listing, table=[("ID", "STATUS", "SLUG", "TITLE", "BY", "FINGERPRINT"), *[
         (p["proposal"], p["status"], p["slug"], p["title"], p["proposed_by"], p["fingerprint_short"])
@@ -121,8 +120,8 @@ def drafts_proposals(cli: CliContext, status: str, workspace: str, principal: st
 def drafts_reject(cli: CliContext, proposal_id: int, note: str | None, workspace: str, principal: str,
                   password: str | None) -> None:
     """Reject a proposal (the agent must reformulate)."""
-    with cli.app() as app:
-        result = app.drafts.reject(human_actor(app, principal, password, workspace), proposal_id, note)
+    with acting_human(cli, workspace, principal, password) as (app, actor):
+        result = app.drafts.reject(actor, proposal_id, note)
     cli.emit(result, text=f"Proposal {proposal_id} rejected.")
 
 
@@ -131,8 +130,8 @@ def drafts_reject(cli: CliContext, proposal_id: int, note: str | None, workspace
 @pass_cli
 def drafts_list(cli: CliContext, workspace: str, principal: str, password: str | None) -> None:
     """Drafts written with an approval."""
-    with cli.app() as app:
-        listing = app.drafts.drafts(human_actor(app, principal, password, workspace))
+    with acting_human(cli, workspace, principal, password) as (app, actor):
+        listing = app.drafts.drafts(actor)
     cli.emit(listing, table=[("SLUG", "TITLE", "BY", "CREATED", "PROMOTED"), *[
         (d["slug"], d["title"], d["created_by"], d["created_at"], d["promoted_revision"] or "") for d in listing]])
 
@@ -143,8 +142,8 @@ def drafts_list(cli: CliContext, workspace: str, principal: str, password: str |
 @pass_cli
 def drafts_show(cli: CliContext, slug: str, workspace: str, principal: str, password: str | None) -> None:
     """A draft in full, with hidden characters made visible."""
-    with cli.app() as app:
-        draft = app.drafts.draft(human_actor(app, principal, password, workspace), slug)
+    with acting_human(cli, workspace, principal, password) as (app, actor):
+        draft = app.drafts.draft(actor, slug)
     cli.emit(draft, text=review_text(DraftPayload(draft["slug"], draft["title"], draft["text"]),
                                      f"draft by {draft['created_by']}"))
 
@@ -155,6 +154,6 @@ def drafts_show(cli: CliContext, slug: str, workspace: str, principal: str, pass
 @pass_cli
 def drafts_promote(cli: CliContext, slug: str, workspace: str, principal: str, password: str | None) -> None:
     """Turn a draft into a memory entry (recorded in the audit log)."""
-    with cli.app() as app:
-        result = app.drafts.promote(human_actor(app, principal, password, workspace), slug)
+    with acting_human(cli, workspace, principal, password) as (app, actor):
+        result = app.drafts.promote(actor, slug)
     cli.emit(result, text=f"Draft {slug} is now memory entry {slug} (revision {result['revision']}).")

@@ -6,13 +6,15 @@ ARMARIUS_PASSWORD (for scripts) or is asked for without echo.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import click
 
 from armarius.app import Armarius
 from armarius.auth.model import Actor
+from armarius.cli.context import CliContext
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,3 +31,11 @@ def human_actor(app: Armarius, principal: str, password: str | None, workspace: 
     if password is None:
         password = click.prompt(f"Password for {principal}", hide_input=True, err=True)
     return app.directory.authenticate_password(principal, password, workspace=workspace)
+
+
+@contextmanager
+def acting_human(cli: CliContext, workspace: str, principal: str, password: str | None
+                 ) -> Iterator[tuple[Armarius, Actor]]:
+    """The opened application and the authenticated human acting in it."""
+    with cli.app() as app:
+        yield app, human_actor(app, principal, password, workspace)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from armarius.cli.context import CliContext, pass_cli
-from armarius.cli.human import human_actor, human_options
+from armarius.cli.human import acting_human, human_options
 
 
 @click.group()
@@ -21,8 +21,7 @@ def memory() -> None:
 def memory_curate(cli: CliContext, slug: str, revision: int, workspace: str, principal: str,
                   password: str | None) -> None:
     """Mark the revision you reviewed as curated."""
-    with cli.app() as app:
-        actor = human_actor(app, principal, password, workspace)
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         result = app.memory.curate(actor, slug, revision)
     cli.emit(result, text=f"{slug} revision {revision} is curated." if result["changed"]
              else f"{slug} revision {revision} was curated already.")
@@ -34,8 +33,8 @@ def memory_curate(cli: CliContext, slug: str, revision: int, workspace: str, pri
 @pass_cli
 def memory_uncurate(cli: CliContext, slug: str, workspace: str, principal: str, password: str | None) -> None:
     """Remove the curated mark."""
-    with cli.app() as app:
-        result = app.memory.uncurate(human_actor(app, principal, password, workspace), slug)
+    with acting_human(cli, workspace, principal, password) as (app, actor):
+        result = app.memory.uncurate(actor, slug)
     cli.emit(result, text=f"{slug} is no longer curated." if result["changed"] else f"{slug} was not curated.")
 
 
@@ -44,8 +43,8 @@ def memory_uncurate(cli: CliContext, slug: str, workspace: str, principal: str, 
 @pass_cli
 def memory_needs_review(cli: CliContext, workspace: str, principal: str, password: str | None) -> None:
     """Entries whose curation an agent overrode, with reasons and a diff against the curated revision."""
-    with cli.app() as app:
-        listing = app.memory.needs_review(human_actor(app, principal, password, workspace))
+    with acting_human(cli, workspace, principal, password) as (app, actor):
+        listing = app.memory.needs_review(actor)
     lines = []
     for item in listing:
         lines.append(f"== {item['slug']} (revision {item['revision']}, curated was {item['curated_revision']})")
@@ -63,8 +62,8 @@ def memory_needs_review(cli: CliContext, workspace: str, principal: str, passwor
 def memory_show(cli: CliContext, slug: str, revision: int | None, workspace: str, principal: str,
                 password: str | None) -> None:
     """Print an entry in full."""
-    with cli.app() as app:
-        entry = app.memory.read(human_actor(app, principal, password, workspace), slug, revision)
+    with acting_human(cli, workspace, principal, password) as (app, actor):
+        entry = app.memory.read(actor, slug, revision)
     curated = "curated" if entry["curated"] else "not curated"
     header = f"{entry['slug']}  revision {entry['revision']}  ({curated}; tags: {', '.join(entry['tags']) or '-'})"
     cli.emit(entry, text=f"{header}\n# {entry['title']}\n\n{entry['body']}")
@@ -76,8 +75,8 @@ def memory_show(cli: CliContext, slug: str, revision: int | None, workspace: str
 @pass_cli
 def memory_history(cli: CliContext, slug: str, workspace: str, principal: str, password: str | None) -> None:
     """Every revision: who, when, why."""
-    with cli.app() as app:
-        history = app.memory.history(human_actor(app, principal, password, workspace), slug)
+    with acting_human(cli, workspace, principal, password) as (app, actor):
+        history = app.memory.history(actor, slug)
     rows = [(r["revision"], r["at"], r["author"], "override" if r["overrode_curated"] else "", r["reason"] or "")
             for r in history["revisions"]]
     cli.emit(history, table=[("REV", "AT", "AUTHOR", "", "REASON"), *rows])

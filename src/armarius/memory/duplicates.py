@@ -1,8 +1,10 @@
 """Is a new entry the same knowledge as an existing one?
 
 Candidates come from one full-text query, an OR of small AND-groups of distinctive words (the
-title's longest words; the body's longest words in threes), so the engine ranks only the few
-entries that share several distinctive words; long words are rarely common ones. Entries whose
+title's longest words; the body's longest words in threes; only words of six letters or more), so
+the engine reads only short posting lists and ranks only the few entries that share several
+distinctive words: long words are rarely common ones, and a common word's posting list would
+cost as much as the whole search. Entries whose
 slug differs only in separators or a plural are candidates too. Each candidate is then scored in
 Python: word overlap of the titles and word-pair overlap of the bodies.
 """
@@ -18,7 +20,7 @@ from armarius.memory.model import Entry, slug_key, words
 from armarius.store import Tx
 
 _CANDIDATES = 8
-_TITLE_GROUP, _DISTINCTIVE_LENGTH = 3, 4
+_TITLE_GROUP, _DISTINCTIVE_LENGTH = 3, 6
 _BODY_GROUPS, _GROUP_SIZE = 3, 3
 _TITLE_WEIGHT, _BODY_WEIGHT = 0.4, 0.6
 _SLUG_MATCH_SCORE = 0.95
@@ -65,7 +67,8 @@ def _search_groups(title_words: list[str], body_words: list[str]) -> list[list[s
     if len(title_group) >= 2:
         groups.append(title_group)
     body_group = _distinctive(body_words)[: _BODY_GROUPS * _GROUP_SIZE]
-    groups += [group for i in range(_BODY_GROUPS) if len(group := body_group[i::_BODY_GROUPS]) >= 2]
+    count = min(_BODY_GROUPS, len(body_group) // 2)
+    groups += [body_group[i::count] for i in range(count)]
     return groups
 
 
