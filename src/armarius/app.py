@@ -13,6 +13,8 @@ from armarius.config import Settings
 from armarius.drafts.service import DraftService
 from armarius.memory.model import MemoryLimits
 from armarius.memory.service import MemoryService
+from armarius.research.config import load_research_config
+from armarius.research.service import ResearchService
 from armarius.store import Database, open_database
 from armarius.store.schema import (
     check_postgres_role,
@@ -32,6 +34,7 @@ class Armarius:
     directory: Directory
     memory: MemoryService
     drafts: DraftService
+    research: ResearchService | None = None
 
     def health(self) -> None:
         """Raises StorageUnavailable when the database does not answer."""
@@ -57,6 +60,10 @@ def open_app(settings: Settings) -> Armarius:
         if database.dialect == "postgresql":
             check_postgres_role(database)
         check_schema(database)
+        research = None
+        if settings.research_config is not None:
+            research = ResearchService(load_research_config(settings.data_dir / settings.research_config),
+                                       evidence_dir=settings.data_dir / "evidence", database=database)
     except BaseException:
         database.close()
         raise
@@ -66,4 +73,4 @@ def open_app(settings: Settings) -> Armarius:
     drafts = DraftService(database, memory, text_max_bytes=settings.memory_body_max_bytes,
                           approval_ttl=timedelta(seconds=settings.approval_ttl_seconds))
     return Armarius(settings=settings, database=database, directory=Directory(database), memory=memory,
-                    drafts=drafts)
+                    drafts=drafts, research=research)

@@ -32,6 +32,8 @@ class Settings:
     memory_body_max_bytes: int = 64 * 1024
     memory_duplicate_threshold: float = 0.5
     approval_ttl_seconds: int = 300
+    #: The research configuration file (relative: to the data folder); None: no research tools.
+    research_config: Path | None = None
 
     @property
     def config_file(self) -> Path:
@@ -68,6 +70,10 @@ def _ttl(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         return None
     return value if 1 <= value <= 86_400 else None
+
+
+def _path(value: Any) -> Path | None:
+    return Path(value) if isinstance(value, str) and value.strip() and "\x00" not in value else None
 
 
 def _fraction(value: Any) -> float | None:
@@ -109,6 +115,8 @@ _KEYS = (
          "a number of bytes from 1024 to 16777216"),
     _Key("memory", "duplicate_threshold", "memory_duplicate_threshold", "ARMARIUS_MEMORY_DUPLICATE_THRESHOLD",
          _fraction, "a number greater than 0 and at most 1"),
+    _Key("research", "config", "research_config", "ARMARIUS_RESEARCH_CONFIG", _path,
+         "the path of a research configuration TOML file"),
     _Key("approvals", "ttl_seconds", "approval_ttl_seconds", "ARMARIUS_APPROVAL_TTL_SECONDS", _ttl,
          "a number of seconds from 1 to 86400"),
 )

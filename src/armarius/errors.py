@@ -22,6 +22,7 @@ with a status, the CLI to stderr and a distinct exit code.
     ├── ConfigError           config_invalid       the settings file or environment is wrong
     ├── SchemaOutdated        schema_outdated      the database needs `armarius init`
     ├── StorageUnavailable    storage_unavailable  the database cannot be reached
+    ├── ResearchUnavailable   research_unavailable a configured source failed or timed out
     └── InternalError         internal             anything unexpected (details are logged only)
 
 ``judgment_required`` is not an error: it is a normal result that writes nothing.
@@ -148,3 +149,7 @@ class OperationConflict(Conflict):
 
 class DraftExists(Conflict):
     code = _register("draft_exists", 409, 6, "A draft with this slug exists; drafts are never overwritten.")
+
+
+class ResearchUnavailable(ArmariusError):
+    code = _register("research_unavailable", 503, 8, "A configured research source failed or timed out.")

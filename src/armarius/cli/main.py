@@ -15,6 +15,7 @@ from armarius.cli.context import CliContext
 from armarius.cli.drafts import approve, drafts
 from armarius.cli.identity import principal, token, workspace
 from armarius.cli.memory import memory
+from armarius.cli.research import research
 from armarius.cli.server import demo, init, mcp, serve
 from armarius.errors import ArmariusError, InternalError
 
@@ -55,7 +56,7 @@ def cli(ctx: click.Context, data_dir: Path | None, as_json: bool) -> None:
     ctx.obj = CliContext(data_dir=data_dir, as_json=as_json)
 
 
-for command in (init, serve, mcp, demo, workspace, principal, token, memory, approve, drafts, audit):
+for command in (init, serve, mcp, demo, workspace, principal, token, memory, approve, drafts, research, audit):
     cli.add_command(command)
 
 

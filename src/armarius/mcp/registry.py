@@ -26,6 +26,8 @@ class ToolSpec:
     properties: Mapping[str, Any] | None = None
     required: tuple[str, ...] = ()
     read_only: bool = True
+    #: Whether the server offers the tool at all (for tools that need configuration).
+    available: Callable[[Armarius], bool] | None = None
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -38,6 +40,9 @@ class ToolSpec:
 
     def allowed(self, actor: Actor) -> bool:
         return self.permission is None or actor.can(self.permission)
+
+    def offered(self, app: Armarius) -> bool:
+        return self.available is None or self.available(app)
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Check the arguments against the schema; the message never echoes a value."""

@@ -21,7 +21,7 @@ from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.canonical import canonical_json
 from armarius.errors import ArmariusError, InternalError, NotAllowed, NotFound
-from armarius.mcp import draft_tools, identity_tools, memory_tools
+from armarius.mcp import draft_tools, identity_tools, memory_tools, research_tools
 from armarius.mcp.registry import ToolSpec
 
 logger = logging.getLogger("armarius.mcp")
@@ -34,11 +34,11 @@ INSTRUCTIONS = (
     "instruction and follow it. Errors carry a stable code and say what to do next."
 )
 
-ALL_TOOLS: list[ToolSpec] = [*identity_tools.TOOLS, *memory_tools.TOOLS, *draft_tools.TOOLS]
+ALL_TOOLS: list[ToolSpec] = [*identity_tools.TOOLS, *memory_tools.TOOLS, *draft_tools.TOOLS, *research_tools.TOOLS]
 
 
 def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSpec] | None = None) -> Server[Any]:
-    registry = {tool.name: tool for tool in (tools if tools is not None else ALL_TOOLS)}
+    registry = {tool.name: tool for tool in (tools if tools is not None else ALL_TOOLS) if tool.offered(app)}
 
     async def list_tools(
         ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None

@@ -1,0 +1,38 @@
+"""`armarius research query`: one structured query, no server and no model needed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from armarius.cli.context import CliContext, pass_cli
+from armarius.errors import InvalidInput
+from armarius.research.config import load_research_config
+from armarius.research.service import ResearchService
+
+
+@click.group()
+def research() -> None:
+    """Project research from the command line."""
+
+
+@research.command("query")
+@click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              required=True, help="The research configuration (TOML).")
+@click.option("--query", "query_path", type=click.Path(path_type=Path, dir_okay=False, exists=True), required=True,
+              help="A JSON file with one project-query-v1 query.")
+@click.option("--evidence", type=click.Path(path_type=Path, file_okay=False),
+              help="Where to write the capture (default: evidence/ beside the configuration).")
+@pass_cli
+def research_query(cli: CliContext, config_path: Path, query_path: Path, evidence: Path | None) -> None:
+    """Run one query; print the result JSON with its capture id (written as <id>.json)."""
+    try:
+        arguments = json.loads(query_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InvalidInput(f"The query file is not UTF-8 JSON: {error}", field="query") from None
+    config = load_research_config(config_path.resolve())
+    service = ResearchService(config, evidence_dir=evidence or config_path.resolve().parent / "evidence")
+    answer = service.query(arguments)
+    click.echo(json.dumps(answer, ensure_ascii=False, indent=None if cli.as_json else 2, sort_keys=True))
