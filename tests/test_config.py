@@ -215,3 +215,14 @@ def test_error_message_never_echoes_the_url(tmp_path: Path) -> None:
     error = refusal(tmp_path, {"ARMARIUS_DATABASE_URL": "mysql://user:s3cret-pw@host/db"})
     assert "s3cret-pw" not in error.message
     assert "s3cret-pw" not in repr(error.details)
+
+
+def test_research_config_is_a_path_from_the_file_or_the_environment(tmp_path: Path) -> None:
+    (tmp_path / "armarius.toml").write_text('[research]\nconfig = "project.toml"\n', encoding="utf-8")
+    assert load_settings(tmp_path, environ={}).research_config == Path("project.toml")
+    overridden = load_settings(tmp_path, environ={"ARMARIUS_RESEARCH_CONFIG": "other.toml"})
+    assert overridden.research_config == Path("other.toml")
+    (tmp_path / "armarius.toml").write_text("[research]\nconfig = 7\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        load_settings(tmp_path, environ={})
+    assert "research.config" in refused.value.message
