@@ -66,6 +66,7 @@ class GitRepository:
         if executable is None:
             raise ResearchUnavailable("git is not installed on the server.")
         self.path, self.timeout, self._git = path, timeout, executable
+        self._sha256: dict[str, str] = {}
         self._environment = {**_CLEAN_ENVIRONMENT, "PATH": str(Path(executable).parent)}
 
     def _run(self, arguments: Sequence[str], *, stdin: bytes | None = None, ok_codes: tuple[int, ...] = (0,)) -> bytes:
@@ -124,9 +125,31 @@ class GitRepository:
     def blob(self, blob_id: str) -> bytes:
         return self._run(["cat-file", "blob", blob_id])
 
-    def blob_sha256(self, blob_id: str) -> str:
-        """SHA-256 of a blob's content (cached: a blob id names one content forever)."""
-        return _cached_sha256(self, blob_id)
+    def tree_index(self, commit: str) -> dict[str, TreeEntry]:
+        """The commit's tree entries by path (cached)."""
+        return _cached_index(self, commit)
+
+    def blob_sha256(self, blob_ids: Sequence[str]) -> dict[str, str]:
+        """SHA-256 of each blob's content: one ``git cat-file --batch`` for those not yet known
+        (a blob id names one content forever, so the answers are remembered)."""
+        missing = [blob for blob in dict.fromkeys(blob_ids) if blob not in self._sha256]
+        if missing:
+            output = self._run(["cat-file", "--batch"], stdin="".join(f"{blob}\n" for blob in missing).encode("ascii"))
+            position = 0
+            for blob in missing:
+                header_end = output.index(b"\n", position)
+                name, kind, size = output[position:header_end].decode("ascii").split(" ")
+                if name != blob or kind != "blob":
+                    raise ResearchUnavailable("The source repository answered out of order.")
+                start = header_end + 1
+                self._sha256[blob] = hashlib.sha256(output[start:start + int(size)]).hexdigest()
+                position = start + int(size) + 1
+            if len(self._sha256) > _SHA256_MEMORY:
+                self._sha256.clear()
+        return {blob: self._sha256[blob] for blob in blob_ids}
+
+
+_SHA256_MEMORY = 200_000
 
 
 @lru_cache(maxsize=64)
@@ -134,6 +157,6 @@ def _cached_tree(repository: GitRepository, commit: str) -> tuple[TreeEntry, ...
     return repository._list_tree(commit)
 
 
-@lru_cache(maxsize=65536)
-def _cached_sha256(repository: GitRepository, blob_id: str) -> str:
-    return hashlib.sha256(repository.blob(blob_id)).hexdigest()
+@lru_cache(maxsize=64)
+def _cached_index(repository: GitRepository, commit: str) -> dict[str, TreeEntry]:
+    return {entry.path: entry for entry in repository.tree(commit)}

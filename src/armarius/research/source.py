@@ -110,7 +110,7 @@ def _grep(source: GitSource, arguments: dict[str, Any], pattern: str, *, whole_w
     prefix = arguments.get("path_prefix")
     if prefix is not None:
         prefix = check_tree_path(prefix, field="path_prefix", prefix=True)
-    entries = {entry.path: entry for entry in source.repository.tree(source.commit)}
+    entries = source.repository.tree_index(source.commit)
     lines = [line for line in source.repository.grep(source.commit, pattern, whole_word=whole_word, pathspec=prefix)
              if accept(line.path) and is_under(line.path, prefix)]
     skipped = sorted({line.path for line in lines if entries[line.path].mode not in BLOB_MODES})
@@ -120,6 +120,9 @@ def _grep(source: GitSource, arguments: dict[str, Any], pattern: str, *, whole_w
     page = lines[offset:offset + limit]
     more_hits = offset + limit < len(lines)
     hits, files, truncated, size, omitted = _hits(source, page, entries)
+    digests = source.repository.blob_sha256([hit["blob"] for hit in hits])
+    for hit in hits:
+        hit["blob_sha256"] = digests[hit["blob"]]
     next_offset = offset + len(hits) if (more_hits or len(hits) < len(page)) else None
     result: dict[str, Any] = {
         "pattern": pattern, "whole_word": whole_word, "path_prefix": prefix, "hits": hits, "files": len(files),
@@ -150,8 +153,7 @@ def _hits(source: GitSource, page: list[GrepLine], entries: dict[str, TreeEntry]
         if size + len(text) + len(line.path) > limits.max_bytes:
             break
         entry = entries[line.path]
-        hit: dict[str, Any] = {"path": line.path, "line": line.line, "text": text, "blob": entry.blob,
-                               "blob_sha256": source.repository.blob_sha256(entry.blob)}
+        hit: dict[str, Any] = {"path": line.path, "line": line.line, "text": text, "blob": entry.blob}
         if cut:
             hit["truncated"] = True
             truncated += 1
@@ -169,7 +171,7 @@ def _read(source: GitSource, arguments: dict[str, Any]) -> dict[str, Any]:
     start, end = arguments["start_line"], arguments["end_line"]
     if end < start:
         raise InvalidInput("end_line is before start_line.", field="end_line")
-    entry = next((e for e in source.repository.tree(source.commit) if e.path == path), None)
+    entry = source.repository.tree_index(source.commit).get(path)
     if entry is None:
         raise NotFound(f"There is no file {path!r} at the pinned commit; find paths with source.files.", path=path)
     if entry.mode not in BLOB_MODES:
@@ -199,7 +201,7 @@ def _read(source: GitSource, arguments: dict[str, Any]) -> dict[str, Any]:
         lines.append(line)
     clipped = last < wanted_last
     return {
-        "path": path, "blob": entry.blob, "blob_sha256": source.repository.blob_sha256(entry.blob),
+        "path": path, "blob": entry.blob, "blob_sha256": source.repository.blob_sha256([entry.blob])[entry.blob],
         "start_line": start, "end_line": last, "total_lines": len(all_lines), "lines": lines,
         "next_start_line": last + 1 if clipped else None,
         "truncated_lines": truncated, "complete": not clipped and not truncated,
