@@ -47,7 +47,7 @@ def find_duplicates(tx: Tx, slug: str, title: str, body: str, threshold: float) 
     for entry in queries.entries_by_slug_key(tx, slug_key(slug)):
         scored[entry.slug] = (_SLUG_MATCH_SCORE, entry)
     title_words, body_words = _lower_words(title), _lower_words(body)
-    groups = _search_groups(title_words, body_words)
+    groups = _search_groups(title_words, body_words, threshold)
     if groups:
         new = _Shape.of_words(title_words, body_words)
         for entry in queries.similar_candidates(tx, queries.match_expression(tx.dialect, groups), _CANDIDATES):
@@ -60,15 +60,18 @@ def find_duplicates(tx: Tx, slug: str, title: str, body: str, threshold: float) 
              "curated": entry.curated} for score, entry in hits[:5]]
 
 
-def _search_groups(title_words: list[str], body_words: list[str]) -> list[list[str]]:
-    """AND-groups of at least two distinctive words each; a lone or short word would match too much."""
-    groups = []
-    title_group = _distinctive(title_words)[:_TITLE_GROUP]
-    if len(title_group) >= 2:
-        groups.append(title_group)
+def _search_groups(title_words: list[str], body_words: list[str], threshold: float) -> list[list[str]]:
+    """AND-groups of at least two distinctive words each; a lone or short word would match too much.
+
+    The title's group is needed only when the body is too short for groups of its own, or when a
+    shared title alone could reach the threshold (the title weighs 0.4, the body 0.6).
+    """
     body_group = _distinctive(body_words)[: _BODY_GROUPS * _GROUP_SIZE]
     count = min(_BODY_GROUPS, len(body_group) // 2)
-    groups += [body_group[i::count] for i in range(count)]
+    groups = [body_group[i::count] for i in range(count)]
+    title_group = _distinctive(title_words)[:_TITLE_GROUP]
+    if (count < _BODY_GROUPS or threshold <= _TITLE_WEIGHT) and len(title_group) >= 2:
+        groups.append(title_group)
     return groups
 
 
