@@ -6,12 +6,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
-from armarius.errors import InvalidInput
+from armarius.validation import StrictValidator, check
 
 Handler = Callable[[Armarius, Actor, dict[str, Any]], Any]
 
@@ -46,23 +44,4 @@ class ToolSpec:
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Check the arguments against the schema; the message never echoes a value."""
-        validator = Draft202012Validator(self.input_schema)
-        error = next(iter(sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))), None)
-        if error is not None:
-            field = ".".join(str(part) for part in error.absolute_path) or "arguments"
-            raise InvalidInput(
-                f"Argument {field!r} of {self.name} is invalid ({_explain(error.validator, error.validator_value)}). "
-                "Check the tool's input schema and call again.",
-                field=field, rule=str(error.validator),
-            )
-        return dict(arguments)
-
-
-def _explain(rule: Any, expected: Any) -> str:
-    if rule == "additionalProperties":
-        return "unknown arguments are not accepted"
-    if rule == "required":
-        return f"required: {', '.join(expected)}"
-    if rule in ("type", "enum", "pattern", "minLength", "maxLength", "minimum", "maximum", "maxItems"):
-        return f"{rule} {expected!r}"
-    return f"fails {rule}"
+        return check(StrictValidator(self.input_schema), arguments, what=self.name)

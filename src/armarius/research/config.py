@@ -110,6 +110,9 @@ def _source(entry: Any, where: str, base: Path) -> GitSource:
     if not folder.is_dir():
         raise fail(f"repository {str(folder)!r} is not a folder", "repository")
     git = GitRepository(folder, timeout=limits.timeout_seconds)
+    if inside := git.prefix():
+        raise fail(f"repository {str(folder)!r} is the folder {inside!r} inside a repository; name the "
+                   "repository's top folder", "repository")
     if git.object_type(commit) != "commit":
         raise fail(f"commit {commit} does not exist in {str(folder)!r} (or is not a commit)", "commit")
     return GitSource(name=name, url=url, commit=commit, repository=git, limits=limits)

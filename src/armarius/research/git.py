@@ -86,6 +86,10 @@ class GitRepository:
             raise ResearchUnavailable("The source repository could not be read; the operator was told in the log.")
         return completed.stdout
 
+    def prefix(self) -> str:
+        """The folder's place inside its repository's work tree: '' at the top, in a bare repository or outside."""
+        return self._run(["rev-parse", "--show-prefix"], ok_codes=(0, 128)).decode("utf-8", "replace").strip()
+
     def object_type(self, name: str) -> str | None:
         output = self._run(["cat-file", "-t", name], ok_codes=(0, 1, 128))
         return output.decode("ascii", "replace").strip() or None
@@ -115,10 +119,13 @@ class GitRepository:
         output = self._run(arguments, ok_codes=(0, 1))
         prefix = commit.encode("ascii") + b":"
         lines = []
+        pending = b""
         for record in output.split(b"\n"):
-            if not record:
+            if b"\0" not in record:  # part of a name with a newline in it (or the end of the output)
+                pending += record + b"\n"
                 continue
-            name, line_number, text = record.split(b"\0", 2)
+            name, line_number, text = (pending + record).split(b"\0", 2)
+            pending = b""
             lines.append(GrepLine(name.removeprefix(prefix).decode("utf-8", "surrogateescape"), int(line_number), text))
         return lines
 

@@ -9,8 +9,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from armarius.audit import chain as audit
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
@@ -19,6 +17,7 @@ from armarius.research import source as source_queries
 from armarius.research.captures import SCHEMA, Capture, build_capture, write_capture
 from armarius.research.config import GitSource, ResearchConfig
 from armarius.store import Database, utc_now
+from armarius.validation import StrictValidator, check
 
 _KINDS = {"source.files": "files", "source.search": "search", "source.symbol": "symbol",
           "source.registration": "registration", "source.schema": "schema", "source.read": "read"}
@@ -33,23 +32,16 @@ def query_schema() -> dict[str, Any]:
 
 
 @cache
-def _validator(kind: str) -> Draft202012Validator:
+def _validator(kind: str) -> Any:
     definitions = query_schema()["$defs"]
-    return Draft202012Validator({**definitions[_KINDS[kind]], "$defs": definitions})
+    return StrictValidator({**definitions[_KINDS[kind]], "$defs": definitions})
 
 
 def validate_query(arguments: Any) -> dict[str, Any]:
     """Check a query against project-query-v1; the message names the field, never echoes a value."""
-    if not isinstance(arguments, dict) or arguments.get("kind") not in _KINDS:
+    if not isinstance(arguments, dict) or not isinstance(arguments.get("kind"), str) or arguments["kind"] not in _KINDS:
         raise InvalidInput(f"A project query is an object whose kind is one of {', '.join(_KINDS)}.", field="kind")
-    error = next(iter(sorted(_validator(arguments["kind"]).iter_errors(arguments), key=lambda e: list(e.path))),
-                 None)
-    if error is not None:
-        field_name = ".".join(str(part) for part in error.absolute_path) or "arguments"
-        rule = "unknown fields are not accepted" if error.validator == "additionalProperties" else str(error.validator)
-        raise InvalidInput(f"The query's {field_name!r} is invalid ({rule}); see the project-query-v1 schema.",
-                           field=field_name, rule=str(error.validator))
-    return dict(arguments)
+    return check(_validator(arguments["kind"]), arguments, what="the project query")
 
 
 @dataclass

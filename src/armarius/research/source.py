@@ -43,7 +43,8 @@ def _symbol(value: str) -> str:
 
 
 def _text(raw: bytes, limit: int) -> tuple[str, bool, bool]:
-    """(text, truncated, not_utf8) of one line, cut to ``limit`` characters."""
+    """(text, truncated, not_utf8) of one line (without a CRLF's CR), cut to ``limit`` characters."""
+    raw = raw.removesuffix(b"\r")
     try:
         text, not_utf8 = raw.decode("utf-8"), False
     except UnicodeDecodeError:
@@ -51,6 +52,19 @@ def _text(raw: bytes, limit: int) -> tuple[str, bool, bool]:
     if len(text) > limit:
         return text[:limit], True, not_utf8
     return text, False, not_utf8
+
+
+def _named(path: str) -> dict[str, Any]:
+    """A tree path as JSON can carry it: a name that is not UTF-8 is shown with U+FFFD and flagged."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return {"path": path.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), "path_not_utf8": True}
+    return {"path": path}
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogateescape"))
 
 
 def _origin(source: GitSource) -> dict[str, str]:
@@ -79,10 +93,10 @@ def _files(source: GitSource, arguments: dict[str, Any]) -> dict[str, Any]:
 
 def _file(entry: TreeEntry) -> dict[str, Any]:
     if entry.mode == SYMLINK_MODE:
-        return {"path": entry.path, "skipped": "symlink: not a readable source file"}
+        return {**_named(entry.path), "skipped": "symlink: not a readable source file"}
     if entry.mode == GITLINK_MODE:
-        return {"path": entry.path, "skipped": "submodule: not a readable source file"}
-    return {"path": entry.path, "blob": entry.blob}
+        return {**_named(entry.path), "skipped": "submodule: not a readable source file"}
+    return {**_named(entry.path), "blob": entry.blob}
 
 
 def _search(source: GitSource, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -113,7 +127,7 @@ def _grep(source: GitSource, arguments: dict[str, Any], pattern: str, *, whole_w
     entries = source.repository.tree_index(source.commit)
     lines = [line for line in source.repository.grep(source.commit, pattern, whole_word=whole_word, pathspec=prefix)
              if accept(line.path) and is_under(line.path, prefix)]
-    skipped = sorted({line.path for line in lines if entries[line.path].mode not in BLOB_MODES})
+    # git grep over a tree searches regular files only; keep it that way whatever git does next.
     lines = [line for line in lines if entries[line.path].mode in BLOB_MODES]
     offset = arguments.get("offset", 0)
     limit = min(arguments.get("limit", limits.max_hits), limits.max_hits)
@@ -128,7 +142,6 @@ def _grep(source: GitSource, arguments: dict[str, Any], pattern: str, *, whole_w
         "pattern": pattern, "whole_word": whole_word, "path_prefix": prefix, "hits": hits, "files": len(files),
         "total_hits": len(lines), "next_offset": next_offset, "omitted_files": omitted,
         "truncated_lines": truncated, "bytes": size,
-        "skipped": [{"path": path, "reason": "symlink: not a readable source file"} for path in skipped],
         "complete": next_offset is None and offset == 0 and not omitted and not truncated,
         "note": note,
     }
@@ -150,17 +163,18 @@ def _hits(source: GitSource, page: list[GrepLine], entries: dict[str, TreeEntry]
             omitted.add(line.path)
             continue
         text, cut, not_utf8 = _text(line.text, limits.max_line_length)
-        if size + len(text) + len(line.path) > limits.max_bytes:
+        cost = _size(text) + _size(line.path)
+        if hits and size + cost > limits.max_bytes:  # a page holds at least one hit, so paging moves on
             break
         entry = entries[line.path]
-        hit: dict[str, Any] = {"path": line.path, "line": line.line, "text": text, "blob": entry.blob}
+        hit: dict[str, Any] = {**_named(line.path), "line": line.line, "text": text, "blob": entry.blob}
         if cut:
             hit["truncated"] = True
             truncated += 1
         if not_utf8:
             hit["not_utf8"] = True
         files.add(line.path)
-        size += len(text) + len(line.path)
+        size += cost
         hits.append(hit)
     return hits, files, truncated, size, len(omitted)
 
@@ -180,15 +194,18 @@ def _read(source: GitSource, arguments: dict[str, Any]) -> dict[str, Any]:
     content = source.repository.blob(entry.blob)
     if b"\0" in content[:8000]:
         raise InvalidInput(f"{path!r} is a binary file.", field="path")
-    all_lines = content.splitlines()
+    all_lines = content.split(b"\n")  # lines as git counts them: a lone CR does not end one
+    if all_lines[-1] == b"":
+        all_lines.pop()
     if start > max(len(all_lines), 1):
         raise InvalidInput(f"{path!r} has {len(all_lines)} lines.", field="start_line", total_lines=len(all_lines))
     wanted_last = min(end, len(all_lines))
     last = min(wanted_last, start + limits.max_read_lines - 1)
-    lines, truncated, size = [], 0, 0
+    lines: list[dict[str, Any]] = []
+    truncated = size = 0
     for number in range(start, last + 1):
         text, cut, not_utf8 = _text(all_lines[number - 1], limits.max_line_length)
-        if size + len(text) > limits.max_bytes:
+        if lines and size + _size(text) > limits.max_bytes:  # at least one line, so reading moves on
             last = number - 1
             break
         line: dict[str, Any] = {"line": number, "text": text}
@@ -197,7 +214,7 @@ def _read(source: GitSource, arguments: dict[str, Any]) -> dict[str, Any]:
             truncated += 1
         if not_utf8:
             line["not_utf8"] = True
-        size += len(text)
+        size += _size(text)
         lines.append(line)
     clipped = last < wanted_last
     return {

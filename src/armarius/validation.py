@@ -1,0 +1,68 @@
+"""JSON Schema checks for requests, with refusals that name the field and never echo a value.
+
+Stricter than plain JSON Schema where it matters here: 1.0 is not an integer (numbers are used
+as indexes and limits), and text must be valid Unicode (a lone surrogate cannot be stored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jsonschema import Draft202012Validator, validators
+
+from armarius.errors import InvalidInput
+
+StrictValidator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)
+    ),
+)
+
+
+def check(validator: Any, value: Mapping[str, Any], *, what: str) -> dict[str, Any]:
+    """The value as a dict if it satisfies the validator's schema; otherwise ``invalid_input``."""
+    error = next(iter(sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))), None)
+    if error is not None:
+        field = ".".join(str(part) for part in error.absolute_path) or "arguments"
+        raise InvalidInput(
+            f"{field!r} of {what} is invalid ({_explain(error.validator, error.validator_value)}). "
+            "Check the schema and call again.",
+            field=field, rule=str(error.validator),
+        )
+    bad = _non_unicode_field(value)
+    if bad is not None:
+        raise InvalidInput(f"{bad!r} of {what} is not valid Unicode text (it holds a lone surrogate).",
+                           field=bad, rule="unicode")
+    return dict(value)
+
+
+def _non_unicode_field(value: Any, path: str = "") -> str | None:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path or "arguments"
+        return None
+    if isinstance(value, Mapping):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)  # type: ignore[assignment]
+    else:
+        return None
+    for key, item in items:
+        found = _non_unicode_field(item, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
+
+
+def _explain(rule: Any, expected: Any) -> str:
+    if rule == "additionalProperties":
+        return "unknown fields are not accepted"
+    if rule == "required":
+        return f"required: {', '.join(expected)}"
+    if rule in ("type", "enum", "const", "pattern", "minLength", "maxLength", "minimum", "maximum", "maxItems"):
+        return f"{rule} {expected!r}"
+    return f"fails {rule}"
