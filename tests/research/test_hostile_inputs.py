@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
 
-from armarius.app import Armarius, open_app
+from armarius.app import Armarius
 from armarius.errors import ArmariusError
 from armarius.research.service import ResearchService, query_schema
 from tests.helpers import agent_of, make_team
-from tests.research.repos import PINNED, Repo, build_repo, open_service, source_entry, walk, write_config
+from tests.research.repos import PINNED, Repo, build_repo, open_service, walk
 
 TRAVERSALS = [
     "../etc/passwd", "../../../../../../etc/passwd", "src/../../outside", "src/../src/app.py", "..", ".",
@@ -263,13 +262,6 @@ def test_refusals_name_the_field_and_do_not_echo_the_value(world: tuple[Path, Re
 # --- through MCP, on both engines -----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def research_app(app: Armarius, tmp_path: Path) -> Iterator[tuple[Armarius, Repo]]:
-    repo = build_repo(tmp_path / "repo")
-    write_config(app.settings.data_dir / "research.toml", [source_entry(repo)])
-    application = open_app(replace(app.settings, research_config=Path("research.toml")))
-    yield application, repo
-    application.close()
 
 
 @pytest.mark.anyio

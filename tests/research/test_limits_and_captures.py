@@ -8,14 +8,12 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from armarius.app import Armarius, open_app
+from armarius.app import Armarius
 from armarius.auth.permissions import Role
 from armarius.canonical import canonical_json
 from armarius.errors import ArmariusError
@@ -31,8 +29,6 @@ from tests.research.repos import (
     build_repo,
     bulk_hits,
     open_service,
-    source_entry,
-    write_config,
 )
 
 SEARCH = {"kind": "source.search", "text": "bulk_marker"}
@@ -301,13 +297,6 @@ def test_captures_are_readable_with_no_repository(tmp_path: Path, repo: Repo) ->
 # --- through the MCP tool, on both engines --------------------------------------------------------------------
 
 
-@pytest.fixture
-def research_app(app: Armarius, tmp_path: Path) -> Iterator[tuple[Armarius, Repo]]:
-    repo = build_repo(tmp_path / "repo")
-    write_config(app.settings.data_dir / "research.toml", [source_entry(repo)])
-    application = open_app(replace(app.settings, research_config=Path("research.toml")))
-    yield application, repo
-    application.close()
 
 
 def research_events(sql: OwnerSQL, workspace_id: int) -> list[dict[str, Any]]:
