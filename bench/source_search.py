@@ -16,9 +16,19 @@ run once each to warm the caches, then timed once each, alternately. The table g
 class and the ratio ours / git grep (target: <= 1.3x, capture writing included).
 
     .venv/bin/python bench/source_search.py [--rebuild] [--queries 30] [--package django==5.2.19]
-                                            [--profile]
+                                            [--profile] [--alternatives [--alternative-queries N]]
 
 If ``armarius.research.service`` cannot be imported yet, only the git grep baseline is printed.
+
+``--alternatives`` times, instead of ``source.search``, in-process readers of the same commit against
+``git grep -n -F -I`` (also with ``--threads=1``) for the rare and frequent literals: pygit2 (libgit2)
+and dulwich (the ``bench`` extra), each with a tree walk per query ("cold tree walk") and with the
+commit's blob list made once ("tree cached"), every blob read from the object database, binary blobs
+(a NUL byte in the first 8,000 bytes) skipped, lines holding the literal bytes counted. Every method
+runs once untimed, then each literal once per method, the methods alternately; each count is checked
+against git grep's. The in-process readers take the first ``--alternative-queries`` literals of each
+class (default: all; fewer when their warm-up shows they would need more than 30 s each). dulwich is
+also timed with its in-process object cache emptied before each query (see ``dulwich_variants``).
 """
 
 from __future__ import annotations
@@ -424,6 +434,249 @@ def measure(corpus: Corpus, queries: list[Query], profile: bool) -> Run:
     return run
 
 
+# --- alternatives (--alternatives) ----------------------------------------------------------------
+
+#: Classes timed by --alternatives (the in-process readers search the whole tree; no path prefix).
+ALTERNATIVE_CLASSES = ("rare", "frequent")
+#: Timed seconds allowed per in-process variant (estimated from its warm-up); fewer literals if needed.
+ALTERNATIVE_BUDGET = 30.0
+REGULAR_FILE_MODES = (0o100644, 0o100755)
+
+
+def matching_lines(data: bytes, needle: bytes) -> int:
+    """Lines of ``data`` that contain ``needle`` (no newline in it), each counted once, as ``git grep -n``."""
+    count = 0
+    at = data.find(needle)
+    while at >= 0:
+        count += 1
+        end = data.find(b"\n", at + len(needle))
+        if end < 0:
+            break
+        at = data.find(needle, end + 1)
+    return count
+
+
+def count_in_blobs(contents: Iterator[bytes], needle: bytes) -> int:
+    """Matching lines over the text blobs (git's binary test: no NUL byte in the first 8,000 bytes)."""
+    return sum(matching_lines(data, needle) for data in contents if b"\0" not in data[:BINARY_PROBE])
+
+
+@dataclass
+class Variant:
+    """One way to count the matching lines of a literal over the commit's regular files."""
+
+    name: str
+    count: Callable[[bytes], int]
+    close: Callable[[], None] = lambda: None
+    #: Literals per class actually timed (set after the warm-up).
+    per_class: int = 0
+
+
+def pygit2_variants(corpus: Corpus) -> list[Variant]:
+    """libgit2 through pygit2: no system, XDG or global configuration; objects read raw from the odb."""
+    import pygit2
+    from pygit2.enums import ConfigLevel
+
+    for level in (ConfigLevel.PROGRAMDATA, ConfigLevel.SYSTEM, ConfigLevel.XDG, ConfigLevel.GLOBAL):
+        pygit2.settings.search_path[level] = os.devnull  # a file, not a folder: no configuration is found there
+
+    def blob_ids(repo: Any) -> list[Any]:
+        ids: list[Any] = []
+        trees = [repo[corpus.commit].peel(pygit2.Tree)]
+        while trees:
+            for entry in trees.pop():
+                if isinstance(entry, pygit2.Tree):
+                    trees.append(entry)
+                elif entry.filemode in REGULAR_FILE_MODES:  # git grep over a tree: regular files only
+                    ids.append(entry.id)
+        return ids
+
+    def read(repo: Any, ids: list[Any]) -> Iterator[bytes]:
+        odb_read = repo.odb.read
+        return (odb_read(oid)[1] for oid in ids)
+
+    def cold(needle: bytes) -> int:
+        repo = pygit2.Repository(str(corpus.repo))
+        try:
+            return count_in_blobs(read(repo, blob_ids(repo)), needle)
+        finally:
+            repo.free()
+
+    cached_repo = pygit2.Repository(str(corpus.repo))
+    cached_ids = blob_ids(cached_repo)
+    return [Variant("pygit2, cold tree walk", cold),
+            Variant("pygit2, tree cached", lambda needle: count_in_blobs(read(cached_repo, cached_ids), needle),
+                    cached_repo.free)]
+
+
+def dulwich_variants(corpus: Corpus) -> list[Variant]:
+    """dulwich's object store: objects read raw (``get_raw``); replace refs and filters are never applied.
+
+    dulwich keeps every delta it resolves in a per-pack cache (96 MB by default) for the life of the
+    ``Repo``; "tree cached" keeps that behaviour, "tree cached, no obj cache" empties it before each query
+    so that every blob is read from the pack again, as the other methods do.
+    """
+    from dulwich.repo import Repo
+
+    def blob_ids(store: Any) -> list[bytes]:
+        tree = store[corpus.commit.encode()].tree
+        # git grep over a tree: regular files only (no symlinks, no submodules).
+        return [entry.sha for entry in store.iter_tree_contents(tree) if entry.mode in REGULAR_FILE_MODES]
+
+    def read(store: Any, ids: list[bytes]) -> Iterator[bytes]:
+        get_raw = store.get_raw
+        return (get_raw(sha)[1] for sha in ids)
+
+    def cold(needle: bytes) -> int:
+        with Repo(str(corpus.repo)) as repo:
+            return count_in_blobs(read(repo.object_store, blob_ids(repo.object_store)), needle)
+
+    def cached(repo: Any, ids: list[bytes], *, forget: bool) -> Callable[[bytes], int]:
+        def count(needle: bytes) -> int:
+            if forget:
+                for pack in repo.object_store.packs:
+                    pack.data._offset_cache.clear()  # measurement only: dulwich's resolved-delta cache is private
+            return count_in_blobs(read(repo.object_store, ids), needle)
+
+        return count
+
+    variants = [Variant("dulwich, cold tree walk", cold)]
+    for name, forget in (("dulwich, tree cached", False), ("dulwich, tree cached, no obj cache", True)):
+        repo = Repo(str(corpus.repo))  # one Repo each: the variants must not share dulwich's object cache
+        variants.append(Variant(name, cached(repo, blob_ids(repo.object_store), forget=forget), repo.close))
+    return variants
+
+
+def git_grep_variant(corpus: Corpus, threads: int | None = None) -> Variant:
+    def count(needle: bytes) -> int:
+        command = grep_command(corpus, Query("", needle.decode(), 0))
+        if threads is not None:
+            command.insert(command.index("grep") + 1, f"--threads={threads}")
+        return run_grep(command)[1]
+
+    return Variant("git grep" if threads is None else f"git grep --threads={threads}", count)
+
+
+@dataclass
+class AlternativesRun:
+    variants: list[Variant]
+    queries: list[Query]
+    #: seconds[variant name][literal] and lines[variant name][literal], for the literals timed.
+    seconds: dict[str, dict[str, float]] = field(default_factory=dict)
+    lines: dict[str, dict[str, int]] = field(default_factory=dict)
+    setup: dict[str, float] = field(default_factory=dict)
+    warmup: dict[str, float] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+
+
+def measure_alternatives(corpus: Corpus, queries: list[Query], per_class: int) -> AlternativesRun:
+    """Warm every variant once, then time each literal once per variant, the variants alternately."""
+    queries = [query for query in queries if query.kind in ALTERNATIVE_CLASSES]
+    variants = [git_grep_variant(corpus), git_grep_variant(corpus, threads=1)]
+    for variant in variants:
+        variant.per_class = len(queries)
+    run = AlternativesRun(variants, queries)
+    if not queries:
+        return run
+    for name, build in (("pygit2", pygit2_variants), ("dulwich", dulwich_variants)):
+        started = time.perf_counter()
+        try:
+            built = build(corpus)
+        except ImportError as error:
+            run.missing.append(f"{name}: {type(error).__name__}: {error}")
+            continue
+        run.setup[name] = time.perf_counter() - started
+        variants += built
+    for variant in variants:
+        started = time.perf_counter()
+        variant.count(queries[0].text.encode())  # warm-up: page cache, pack indexes, mmaps
+        run.warmup[variant.name] = cost = time.perf_counter() - started
+        if not variant.name.startswith("git grep"):
+            affordable = int(ALTERNATIVE_BUDGET / (cost * len(ALTERNATIVE_CLASSES)))
+            variant.per_class = min(per_class, max(3, affordable))
+        run.seconds[variant.name], run.lines[variant.name] = {}, {}
+    rank = Counter[str]()
+    for query in queries:
+        rank[query.kind] += 1
+        for variant in variants:
+            if rank[query.kind] > variant.per_class:
+                continue
+            started = time.perf_counter()
+            lines = variant.count(query.text.encode())
+            run.seconds[variant.name][query.text] = time.perf_counter() - started
+            run.lines[variant.name][query.text] = lines
+    for variant in variants:
+        variant.close()
+    return run
+
+
+def report_alternatives(corpus: Corpus, queries: list[Query], run: AlternativesRun,
+                        options: argparse.Namespace) -> None:
+    report_header(corpus, queries, options)
+    for missing in run.missing:
+        print(f"not measured ({missing}); pip install the 'bench' extra")
+    baseline = run.variants[0].name
+    print(f"{baseline} -n -F -I against in-process readers of the same commit, warm, ms (ratio: p50 / {baseline} p50 "
+          "over the same literals; lines ok: literals whose matching-line count equals git grep's)")
+    print(f"{'method':<36}{'class':<10}{'n':>4}{'lines':>7}{'p50':>8}{'p95':>8}{'ratio':>8}{'lines ok':>10}")
+    for variant in run.variants:
+        timed = run.seconds[variant.name]
+        for kind in ALTERNATIVE_CLASSES:
+            texts = [query.text for query in run.queries if query.kind == kind and query.text in timed]
+            if not texts:
+                print(f"{variant.name:<36}{kind:<10}{0:>4}  (no literal)")
+                continue
+            seconds = [timed[text] for text in texts]
+            base50 = percentile([run.seconds[baseline][text] for text in texts], 0.5)
+            lines = statistics.median(run.lines[variant.name][text] for text in texts)
+            same = sum(1 for text in texts if run.lines[variant.name][text] == run.lines[baseline][text])
+            print(f"{variant.name:<36}{kind:<10}{len(texts):>4}{lines:>7.0f}{spread(seconds)}"
+                  f"{percentile(seconds, 0.5) / base50:>7.2f}x{f'{same}/{len(texts)}':>10}")
+    print()
+    mismatches = [(variant.name, text, count, run.lines[baseline][text])
+                  for variant in run.variants for text, count in run.lines[variant.name].items()
+                  if count != run.lines[baseline][text]]
+    for name, text, count, expected in mismatches:
+        print(f"MISMATCH {name}: {text!r}: {count} lines, git grep {expected}")
+    if not mismatches:
+        checked = sum(len(lines) for lines in run.lines.values()) - len(run.lines[baseline])
+        print(f"matching lines: all {checked} counts of the other methods equal git grep's")
+    reduced = [variant for variant in run.variants if variant.per_class < options.queries]
+    if reduced:
+        print("fewer literals for these in-process readers (the first of each class, to keep the run short: "
+              f"--alternative-queries {options.alternative_queries}, <= {ALTERNATIVE_BUDGET:.0f} s timed each): "
+              + ", ".join(f"{variant.name} {variant.per_class}/class" for variant in reduced))
+    print("warm-up (first literal, untimed): " + ", ".join(f"{name} {ms(seconds)} ms"
+                                                           for name, seconds in run.warmup.items()))
+    print("setup (import, open, tree listed once for 'tree cached'): "
+          + ", ".join(f"{name} {ms(seconds)} ms" for name, seconds in run.setup.items()))
+    print("rules kept by all: objects of the pinned commit only (no work tree or index), literal bytes, regular "
+          "files only, binary = a NUL byte in the first 8,000 bytes, no text conversion or filters; git runs "
+          "without system or global configuration, pygit2 with empty system/XDG/global search paths, and neither "
+          "pygit2 nor dulwich applies replace refs, attributes or filters to a raw object read")
+    print(f"pygit2 and dulwich run in this one Python thread; git grep uses its default threads ({os.cpu_count()} "
+          "CPUs here) and starts a process per query")
+    print(f"versions: git {git_version()}, pygit2 {package_version('pygit2')} (libgit2 {libgit2_version()}), "
+          f"dulwich {package_version('dulwich')}, Python {sys.version.split()[0]}")
+
+
+def libgit2_version() -> str:
+    try:
+        import pygit2
+    except ImportError:
+        return "-"
+    return str(pygit2.LIBGIT2_VERSION)
+
+
+def package_version(name: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
 # --- report ---------------------------------------------------------------------------------------
 
 
@@ -545,15 +798,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=30, help="literals per class (default 30)")
     parser.add_argument("--package", default=DEFAULT_PACKAGE, help=f"PyPI sdist to commit (default {DEFAULT_PACKAGE})")
     parser.add_argument("--profile", action="store_true", help="cProfile the timed ResearchService.query calls")
+    parser.add_argument("--alternatives", action="store_true",
+                        help="time pygit2 and dulwich readers against git grep instead of source.search")
+    parser.add_argument("--alternative-queries", type=int, default=None,
+                        help="with --alternatives: literals per class for pygit2 and dulwich (default: --queries)")
     options = parser.parse_args(argv)
-    if options.queries < 1:
-        parser.error("--queries must be at least 1")
+    if options.alternative_queries is None:
+        options.alternative_queries = options.queries
+    if options.queries < 1 or options.alternative_queries < 1:
+        parser.error("--queries and --alternative-queries must be at least 1")
     started = time.perf_counter()
     corpus = corpus_for(options.package, options.rebuild)
     queries = choose_queries(corpus, options.queries)
     print(f"chose {len(queries)} literals in {time.perf_counter() - started:.1f} s", flush=True)
-    run = measure(corpus, queries, options.profile)
-    report(corpus, queries, run, options)
+    if options.alternatives:
+        alternatives = measure_alternatives(corpus, queries, min(options.alternative_queries, options.queries))
+        report_alternatives(corpus, queries, alternatives, options)
+    else:
+        run = measure(corpus, queries, options.profile)
+        report(corpus, queries, run, options)
     print(f"\nwhole run {time.perf_counter() - started:.1f} s")
     return 0
 
