@@ -226,3 +226,12 @@ def test_research_config_is_a_path_from_the_file_or_the_environment(tmp_path: Pa
     with pytest.raises(ConfigError) as refused:
         load_settings(tmp_path, environ={})
     assert "research.config" in refused.value.message
+
+
+def test_a_new_data_folder_is_private(tmp_path: Path) -> None:
+    from armarius.app import initialize
+
+    settings = Settings(data_dir=tmp_path / "fresh")
+    write_settings_file(settings)
+    initialize(settings)
+    assert (settings.data_dir.stat().st_mode & 0o777) == 0o700

@@ -177,7 +177,7 @@ def _read_file(path: Path) -> dict[_Key, Any]:
 
 def write_settings_file(settings: Settings) -> None:
     """Write a commented settings file for a new data folder (never secrets)."""
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # private: it holds credentials
     lines = [
         "# Armarius settings. Environment variables ARMARIUS_* override each key.",
         "# See docs/configuration.md for every setting.",

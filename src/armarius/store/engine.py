@@ -162,7 +162,7 @@ class SqliteDatabase(Database):
     def _connection(self) -> sqlite3.Connection:
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             connection = self.connect()
             self._local.connection = connection
             with self._lock:

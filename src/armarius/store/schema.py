@@ -77,7 +77,7 @@ def check_schema(database: Database) -> None:
 
 def migrate_sqlite(path: Path) -> list[int]:
     """Apply pending migrations to the SQLite file; returns the versions applied."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # private: it holds credentials
     connection = sqlite3.connect(path, isolation_level=None)
     try:
         connection.execute("PRAGMA journal_mode = WAL")
