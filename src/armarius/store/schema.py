@@ -19,6 +19,7 @@ from armarius.errors import ConfigError, SchemaOutdated, StorageUnavailable
 from armarius.store.engine import Database, utc_now
 
 _MIGRATIONS_PACKAGE = "armarius.store.migrations"
+_MIGRATION_BUSY_SECONDS = 60.0
 _SUFFIX = {"sqlite": ".sqlite.sql", "postgresql": ".postgres.sql"}
 _CREATE_VERSIONS = (
     "CREATE TABLE IF NOT EXISTS schema_migrations "
@@ -78,8 +79,10 @@ def check_schema(database: Database) -> None:
 def migrate_sqlite(path: Path) -> list[int]:
     """Apply pending migrations to the SQLite file; returns the versions applied."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # private: it holds credentials
-    connection = sqlite3.connect(path, isolation_level=None)
+    # Several processes may migrate at once (each waits its turn): a generous busy timeout.
+    connection = sqlite3.connect(path, isolation_level=None, timeout=_MIGRATION_BUSY_SECONDS)
     try:
+        connection.execute(f"PRAGMA busy_timeout = {int(_MIGRATION_BUSY_SECONDS * 1000)}")
         connection.execute("PRAGMA journal_mode = WAL")
         connection.execute(_CREATE_VERSIONS)
         applied = []
