@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import armarius
@@ -288,6 +289,4 @@ def _actor(row: Row, *, token_id: int | None) -> Actor:
 
 
 def _seconds_between(earlier: str, later: str) -> float:
-    from datetime import datetime
-
     return (datetime.fromisoformat(later) - datetime.fromisoformat(earlier)).total_seconds()

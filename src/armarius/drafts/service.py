@@ -36,7 +36,7 @@ from armarius.errors import (
     OperationConflict,
 )
 from armarius.memory.service import MemoryService, RememberRequest
-from armarius.store import Database, Row, Tx, UniqueViolation
+from armarius.store import Database, Row, Tx, UniqueViolation, iso_utc
 from armarius.textview import short_fingerprint
 
 OPERATION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
@@ -45,10 +45,6 @@ _DRAFTS_TOPIC = 3001
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _iso(moment: datetime) -> str:
-    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -85,7 +81,7 @@ class DraftService:
             proposal_id = queries.insert_proposal(
                 tx, slug=payload.slug, title=payload.title, text=payload.text, fingerprint=payload.fingerprint,
                 proposer_id=actor.principal_id, proposed_by=actor.audit_name, public_key=public_key,
-                at=_iso(self.clock()),
+                at=iso_utc(self.clock()),
             )
             audit.append(tx, actor=actor.audit_name, action="draft.proposed", subject=payload.slug,
                          details={"proposal": proposal_id, "fingerprint": payload.fingerprint})
@@ -168,16 +164,16 @@ class DraftService:
             approval_id = queries.insert_approval(
                 tx, kind=DRAFT_KIND, token_digest=token_digest(token), fingerprint=content.fingerprint,
                 proposal_id=proposal_id, approver_id=actor.principal_id, approved_by=actor.audit_name,
-                issued_at=_iso(issued), expires_at=_iso(expires), sealed_token=sealed,
+                issued_at=iso_utc(issued), expires_at=iso_utc(expires), sealed_token=sealed,
             )
             if proposal_id is not None:
-                queries.decide_proposal(tx, proposal_id, status="approved", by=actor.audit_name, at=_iso(issued),
+                queries.decide_proposal(tx, proposal_id, status="approved", by=actor.audit_name, at=iso_utc(issued),
                                         note=None)
             audit.append(tx, actor=actor.audit_name, action="approval.issued", subject=content.slug, details={
                 "approval": approval_id, "proposal": proposal_id, "fingerprint": content.fingerprint,
-                "expires_at": _iso(expires),
+                "expires_at": iso_utc(expires),
             })
-        return IssuedApproval(approval_id, token, content.fingerprint, _iso(expires), proposal_id)
+        return IssuedApproval(approval_id, token, content.fingerprint, iso_utc(expires), proposal_id)
 
     def reject(self, actor: Actor, proposal_id: int, note: str | None = None) -> dict[str, Any]:
         _require_approver(actor)
@@ -187,7 +183,7 @@ class DraftService:
                 raise Conflict(f"Proposal {proposal_id} is {row['status']} already.", proposal=proposal_id,
                                status=row["status"])
             queries.decide_proposal(tx, proposal_id, status="rejected", by=actor.audit_name,
-                                    at=_iso(self.clock()), note=note)
+                                    at=iso_utc(self.clock()), note=note)
             audit.append(tx, actor=actor.audit_name, action="proposal.rejected", subject=row["slug"],
                          details={"proposal": proposal_id, "note": note})
         return {"proposal": proposal_id, "status": "rejected"}
@@ -243,7 +239,7 @@ class DraftService:
                 "approved, to the character. File a new proposal for changed content.", approval=row["id"])
         if queries.draft_by_slug(tx, payload.slug) is not None:
             raise DraftExists(_draft_exists(payload.slug), slug=payload.slug)
-        now = _iso(self.clock())
+        now = iso_utc(self.clock())
         queries.insert_draft(tx, slug=payload.slug, title=payload.title, text=payload.text,
                              fingerprint=payload.fingerprint, approval_id=row["id"], operation_id=operation,
                              created_by=actor.audit_name, at=now)
@@ -299,7 +295,7 @@ class DraftService:
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             row = queries.draft_by_slug(tx, slug, lock=True)
             assert row is not None
-            queries.mark_promoted(tx, row["id"], by=actor.audit_name, at=_iso(self.clock()),
+            queries.mark_promoted(tx, row["id"], by=actor.audit_name, at=iso_utc(self.clock()),
                                   revision=written["revision"])
             audit.append(tx, actor=actor.audit_name, action="draft.promoted", subject=slug,
                          details={"revision": written["revision"]})

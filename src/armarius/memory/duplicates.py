@@ -80,12 +80,8 @@ def _distinctive(text_words: list[str]) -> list[str]:
     return sorted(unique, key=len, reverse=True)
 
 
-def similarity(title_a: str, body_a: str, title_b: str, body_b: str) -> float:
-    """0 (nothing shared) to 1 (same words in the title, same word pairs in the body)."""
-    return _similarity(_Shape.of(title_a, body_a), _Shape.of(title_b, body_b))
-
-
 def _similarity(a: _Shape, b: _Shape) -> float:
+    """0 (nothing shared) to 1 (same words in the title, same word pairs in the body)."""
     return _TITLE_WEIGHT * _jaccard(a.title_words, b.title_words) + _BODY_WEIGHT * _jaccard(a.body_pairs, b.body_pairs)
 
 

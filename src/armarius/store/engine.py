@@ -42,9 +42,13 @@ class UniqueViolation(Exception):
     """A unique constraint refused a write; features turn it into their own error."""
 
 
-def utc_now() -> str:
+def iso_utc(moment: datetime) -> str:
     """Timestamps are stored as ISO 8601 UTC text on both engines (exact round trips for hashing)."""
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def utc_now() -> str:
+    return iso_utc(datetime.now(UTC))
 
 
 @lru_cache(maxsize=1024)
