@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
@@ -138,6 +139,23 @@ class Database(ABC):
         """Close every connection."""
 
 
+def enable_wal(connection: sqlite3.Connection, patience_seconds: float) -> None:
+    """Put the file in WAL mode, waiting for other connections that are doing the same.
+
+    Switching the journal mode takes an exclusive lock without calling the busy handler, so
+    connections that open a fresh file together would otherwise fail at once with "locked".
+    """
+    deadline = time.monotonic() + patience_seconds
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 def _sqlite_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> Row:
     return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
 
@@ -158,7 +176,7 @@ class SqliteDatabase(Database):
         )
         connection.row_factory = _sqlite_row
         connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        connection.execute("PRAGMA journal_mode = WAL")
+        enable_wal(connection, SQLITE_BUSY_TIMEOUT_MS / 1000)
         connection.execute("PRAGMA synchronous = NORMAL")
         connection.execute("PRAGMA foreign_keys = ON")
         return connection

@@ -16,7 +16,7 @@ import psycopg
 from psycopg import sql
 
 from armarius.errors import ConfigError, SchemaOutdated, StorageUnavailable
-from armarius.store.engine import Database, utc_now
+from armarius.store.engine import Database, enable_wal, utc_now
 
 _MIGRATIONS_PACKAGE = "armarius.store.migrations"
 _MIGRATION_BUSY_SECONDS = 60.0
@@ -83,7 +83,7 @@ def migrate_sqlite(path: Path) -> list[int]:
     connection = sqlite3.connect(path, isolation_level=None, timeout=_MIGRATION_BUSY_SECONDS)
     try:
         connection.execute(f"PRAGMA busy_timeout = {int(_MIGRATION_BUSY_SECONDS * 1000)}")
-        connection.execute("PRAGMA journal_mode = WAL")
+        enable_wal(connection, _MIGRATION_BUSY_SECONDS)
         connection.execute(_CREATE_VERSIONS)
         applied = []
         for migration in migrations("sqlite"):
