@@ -42,6 +42,8 @@ class Armarius:
             tx.scalar("SELECT 1 AS ok")
 
     def close(self) -> None:
+        if self.research is not None:
+            self.research.close()
         self.database.close()
 
 
@@ -62,7 +64,8 @@ def open_app(settings: Settings) -> Armarius:
         check_schema(database)
         research = None
         if settings.research_config is not None:
-            research = ResearchService(load_research_config(settings.data_dir / settings.research_config),
+            research = ResearchService(load_research_config(settings.data_dir / settings.research_config,
+                                                            settings.environ),
                                        evidence_dir=settings.data_dir / "evidence", database=database)
     except BaseException:
         database.close()

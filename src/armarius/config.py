@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,9 @@ class Settings:
     approval_ttl_seconds: int = 300
     #: The research configuration file (relative: to the data folder); None: no research tools.
     research_config: Path | None = None
+    #: Where research database passwords named by ``password_env`` are looked up (the process
+    #: environment as load_settings saw it); never printed.
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def config_file(self) -> Path:
@@ -137,7 +140,7 @@ def load_settings(data_dir: Path | None = None, environ: Mapping[str, str] | Non
     for key in _KEYS:
         if key.env in env:
             values[key.field] = _checked(key, env[key.env], f"environment variable {key.env}")
-    return Settings(**values)
+    return Settings(**values, environ=dict(env))
 
 
 def _checked(key: _Key, value: Any, where: str) -> Any:

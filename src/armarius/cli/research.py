@@ -32,7 +32,10 @@ def research_query(cli: CliContext, config_path: Path, query_path: Path, evidenc
         arguments = json.loads(query_path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise InvalidInput(f"The query file is not UTF-8 JSON: {error}", field="query") from None
-    config = load_research_config(config_path.resolve())
+    config = load_research_config(config_path.resolve(), cli.settings.environ)
     service = ResearchService(config, evidence_dir=evidence or config_path.resolve().parent / "evidence")
-    answer = service.query(arguments)
+    try:
+        answer = service.query(arguments)
+    finally:
+        service.close()
     click.echo(json.dumps(answer, ensure_ascii=False, indent=None if cli.as_json else 2, sort_keys=True))

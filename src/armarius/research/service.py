@@ -16,11 +16,14 @@ from armarius.errors import InvalidInput, NotFound
 from armarius.research import source as source_queries
 from armarius.research.captures import SCHEMA, Capture, build_capture, write_capture
 from armarius.research.config import GitSource, ResearchConfig
+from armarius.research.database import DatabaseResearch
 from armarius.store import Database, utc_now
 from armarius.validation import StrictValidator, check
 
 _KINDS = {"source.files": "files", "source.search": "search", "source.symbol": "symbol",
-          "source.registration": "registration", "source.schema": "schema", "source.read": "read"}
+          "source.registration": "registration", "source.schema": "schema", "source.read": "read",
+          "database.tables": "db_tables", "database.schema": "db_schema", "database.rows": "db_rows",
+          "database.count": "db_count"}
 
 
 @cache
@@ -50,26 +53,35 @@ class ResearchService:
     evidence_dir: Path
     database: Database | None = None
     _names: tuple[str, ...] = field(init=False)
+    _databases: DatabaseResearch = field(init=False)
 
     def __post_init__(self) -> None:
         self._names = tuple(self.config.sources)
+        self._databases = DatabaseResearch(self.config.databases)
+
+    def close(self) -> None:
+        self._databases.close()
 
     def query(self, arguments: Any, actor: Actor | None = None) -> dict[str, Any]:
         """Run one query; the answer and its capture id. With an actor, recorded in its workspace."""
         if actor is not None:
             actor.require(Permission.RESEARCH_QUERY)
         request = validate_query(arguments)
-        source = self._source(request.get("source"))
-        answer = source_queries.run(source, request)
+        if request["kind"].startswith("database."):
+            answer = self._databases.run(request)
+        else:
+            answer = source_queries.run(self._source(request.get("source")), request)
         origin = answer.pop("origin")
         capture = build_capture(request, origin, answer)
         folder = self.evidence_dir if actor is None else self.evidence_dir / actor.workspace
         write_capture(folder, capture)
         if actor is not None and self.database is not None:
-            self._record(actor, capture, request, source)
+            self._record(actor, capture, request["kind"], origin)
         return {"capture": capture.id, "origin": origin, "result": answer}
 
     def _source(self, name: str | None) -> GitSource:
+        if not self._names:
+            raise NotFound("No git sources are configured for research.", field="source")
         if name is None:
             if len(self._names) == 1:
                 return self.config.sources[self._names[0]]
@@ -78,7 +90,7 @@ class ResearchService:
             raise NotFound(f"There is no source {name!r}; configured: {', '.join(self._names)}.", field="source")
         return self.config.sources[name]
 
-    def _record(self, actor: Actor, capture: Capture, request: dict[str, Any], source: GitSource) -> None:
+    def _record(self, actor: Actor, capture: Capture, kind: str, origin: dict[str, Any]) -> None:
         assert self.database is not None
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             fresh = tx.execute(
@@ -86,6 +98,8 @@ class ResearchService:
                 "ON CONFLICT DO NOTHING",
                 (actor.workspace_id, capture.id, capture.content.decode("utf-8"), utc_now()),
             )
-            audit.append(tx, actor=actor.audit_name, action="research.query", subject=source.name, details={
-                "kind": request["kind"], "capture": capture.id, "commit": source.commit, "new": bool(fresh),
+            pin: dict[str, Any] = {key: origin[key] for key in ("commit", "snapshot") if key in origin}
+            subject = origin.get("source") or origin.get("database") or "databases"
+            audit.append(tx, actor=actor.audit_name, action="research.query", subject=subject, details={
+                "kind": kind, "capture": capture.id, **pin, "new": bool(fresh),
             })

@@ -1,0 +1,406 @@
+"""Database queries: structured, allowlisted, read-only, with exact values and stated coverage.
+
+An agent names a configured database, an allowlisted table, columns, filters (``eq ne lt le gt ge
+contains in``, joined by AND) and an order; nothing else. Table and column names are checked
+against the server's own catalogue (cached for ``schema_cache_seconds``) and the operator's
+allowlists, then quoted; every value is a bound parameter, converted to the column's kind first.
+``contains`` escapes ``%``, ``_`` and the escape character itself. One ``SELECT`` per call.
+
+Answers say what they cover: ``complete_filtered_rows`` is true only for the whole predicate read
+from offset 0 with no further page, and only then is an empty answer evidence of absence (within
+this snapshot and predicate). Values come back as JSON: DECIMAL as exact strings, dates and times
+in ISO 8601, bytes as ``{"base64", "bytes"}``, NULL as null; a value longer than
+``max_value_length`` is cut and marked ``truncated``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+import threading
+import time
+from collections.abc import Callable
+from datetime import date, datetime, timedelta
+from datetime import time as clock
+from decimal import Decimal
+from typing import Any
+
+from armarius.canonical import canonical_json
+from armarius.errors import InvalidInput, NotFound, ResearchUnavailable
+from armarius.research.config import IDENTIFIER, DatabaseSource
+from armarius.research.dbdrivers import Column, Driver, Table, open_driver
+
+_COMPARISONS = {"eq": "=", "ne": "<>", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_ESCAPE = "!"
+_ORDERED_FAMILIES = {"integer", "decimal", "float", "text", "bytes", "temporal", "boolean"}
+_DECIMAL_TEXT = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+ABSENCE_NOTE = ("No row matches this predicate in this snapshot (a complete query): evidence of absence within "
+                "this snapshot and predicate only.")
+
+
+def like_pattern(text: str) -> str:
+    """A LIKE pattern matching ``text`` literally anywhere (escape character ``!``)."""
+    escaped = text.replace(_ESCAPE, _ESCAPE * 2).replace("%", _ESCAPE + "%").replace("_", _ESCAPE + "_")
+    return f"%{escaped}%"
+
+
+class DatabaseResearch:
+    """The configured databases, their drivers and cached catalogues."""
+
+    def __init__(self, databases: dict[str, DatabaseSource]) -> None:
+        self.databases = databases
+        self._drivers = {name: open_driver(source) for name, source in databases.items()}
+        self._catalogues: dict[str, tuple[float, dict[str, Table]]] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        for driver in self._drivers.values():
+            driver.close()
+
+    def run(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The answer to one validated ``database.*`` query, with its ``origin``."""
+        kind = request["kind"]
+        if kind == "database.tables" and "database" not in request and len(self._drivers) != 1:
+            listed = [self._tables(driver) for driver in self._drivers.values()]
+            origins = [_origin(self.databases[entry["database"]]) for entry in listed]
+            return {"kind": kind, "origin": {"kind": "database", "databases": origins}, "databases": listed}
+        driver = self._driver(request.get("database"))
+        handlers: dict[str, Callable[[Driver, dict[str, Any]], dict[str, Any]]] = {
+            "database.tables": lambda driver, _request: {"databases": [self._tables(driver)]},
+            "database.schema": self._schema, "database.rows": self._rows, "database.count": self._count,
+        }
+        try:
+            answer = handlers[kind](driver, request)
+        except ResearchUnavailable:
+            self._forget(driver)  # the schema may have changed under the cache
+            raise
+        return {"kind": kind, "origin": _origin(driver.source), **answer}
+
+    def _driver(self, name: str | None) -> Driver:
+        names = ", ".join(self._drivers) or "(none)"
+        if name is None:
+            if len(self._drivers) == 1:
+                return next(iter(self._drivers.values()))
+            if not self._drivers:
+                raise NotFound("No databases are configured for research.", field="database")
+            raise InvalidInput(f"Name the database: one of {names}.", field="database")
+        if name not in self._drivers:
+            raise NotFound(f"There is no database {name!r}; configured: {names}.", field="database")
+        return self._drivers[name]
+
+    # --- catalogue --------------------------------------------------------------------------------
+
+    def _catalogue(self, driver: Driver) -> dict[str, Table]:
+        """The allowlisted tables as the server describes them, cut to the allowlisted columns."""
+        name = driver.source.name
+        with self._lock:
+            cached = self._catalogues.get(name)
+        if cached is not None and time.monotonic() - cached[0] < driver.source.limits.schema_cache_seconds:
+            return cached[1]
+        tables = {table.name: _visible(table, driver.source.columns.get(table.name))
+                  for table in driver.catalogue().values()}
+        with self._lock:
+            self._catalogues[name] = (time.monotonic(), tables)
+        return tables
+
+    def _forget(self, driver: Driver) -> None:
+        with self._lock:
+            self._catalogues.pop(driver.source.name, None)
+
+    def _table(self, driver: Driver, name: str) -> Table:
+        if not IDENTIFIER.fullmatch(name):
+            raise InvalidInput("table is a name of letters, digits, '_' and '$' (database.tables lists them).",
+                               field="table")
+        table = self._catalogue(driver).get(name) if name in driver.source.tables else None
+        if table is None:
+            raise NotFound(f"There is no allowlisted table {name!r} in database {driver.source.name!r}; "
+                           "database.tables lists them.", field="table")
+        return table
+
+    # --- kinds ------------------------------------------------------------------------------------
+
+    def _tables(self, driver: Driver) -> dict[str, Any]:
+        present = self._catalogue(driver)
+        source = driver.source
+        return {"database": source.name, "dialect": source.dialect, "snapshot": source.snapshot,
+                "tables": [table for table in source.tables if table in present],
+                "missing": [table for table in source.tables if table not in present]}
+
+    def _schema(self, driver: Driver, request: dict[str, Any]) -> dict[str, Any]:
+        table = self._table(driver, request["table"])
+        allowed = self._catalogue(driver)
+        return {
+            "database": driver.source.name, "table": table.name,
+            "columns": [{"name": column.name, "type": column.type, "kind": column.family, "nullable": column.nullable}
+                        for column in table.columns.values()],
+            "primary_key": list(table.primary_key),
+            "foreign_keys": [{"columns": list(key.columns), "table": key.table, "references": list(key.references)}
+                             for key in table.foreign_keys
+                             if key.table in allowed and set(key.columns) <= set(table.columns)
+                             and set(key.references) <= set(allowed[key.table].columns)],
+        }
+
+    def _rows(self, driver: Driver, request: dict[str, Any]) -> dict[str, Any]:
+        source, limits = driver.source, driver.source.limits
+        table = self._table(driver, request["table"])
+        chosen = request.get("columns") or list(table.columns)
+        columns = [_column(table, name, f"columns[{index}]").name for index, name in enumerate(chosen)]
+        where, parameters = _where(driver, table, request.get("filters", []))
+        order = _order(table, request.get("order_by", []))
+        offset = request.get("offset", 0)
+        limit = min(request.get("limit", limits.max_rows), limits.max_rows)
+        statement = (f"SELECT {', '.join(driver.quote(name) for name in columns)} FROM {driver.table_ref(table.name)}"
+                     f"{where} ORDER BY {', '.join(f'{driver.quote(name)} {way.upper()}' for name, way in order)}"
+                     f" LIMIT {driver.placeholder} OFFSET {driver.placeholder}")
+        fetched = driver.fetch(statement, [*parameters, limit + 1, offset])
+        rows, truncated = _json_rows(fetched[:limit], limits.max_value_length)
+        rows = _within_bytes(rows, limits.max_bytes)
+        more = len(fetched) > limit or len(rows) < min(len(fetched), limit)
+        complete = offset == 0 and not more
+        answer: dict[str, Any] = {
+            "database": source.name, "table": table.name, "columns": columns,
+            "filters": request.get("filters", []),
+            "order_by": [{"column": name, "direction": way} for name, way in order],
+            "offset": offset, "limit": limit, "rows": rows,
+            "next_offset": offset + len(rows) if more else None,
+            "truncated_values": sum(truncated[: len(rows)]),
+            "complete_filtered_rows": complete,
+        }
+        if complete and not rows:
+            answer["absence"] = ABSENCE_NOTE
+        return answer
+
+    def _count(self, driver: Driver, request: dict[str, Any]) -> dict[str, Any]:
+        table = self._table(driver, request["table"])
+        where, parameters = _where(driver, table, request.get("filters", []))
+        [(count,)] = driver.fetch(f"SELECT COUNT(*) FROM {driver.table_ref(table.name)}{where}", parameters)
+        answer: dict[str, Any] = {"database": driver.source.name, "table": table.name,
+                                  "filters": request.get("filters", []), "count": int(count), "complete": True}
+        if not count:
+            answer["absence"] = ABSENCE_NOTE
+        return answer
+
+
+def _origin(source: DatabaseSource) -> dict[str, Any]:
+    """Where an answer came from: the configured name and the operator's snapshot id, never a host."""
+    return {"kind": "database", "database": source.name, "dialect": source.dialect, "snapshot": source.snapshot}
+
+
+def _visible(table: Table, allowlist: tuple[str, ...] | None) -> Table:
+    if allowlist is None:
+        return table
+    columns = {name: column for name, column in table.columns.items() if name in allowlist}
+    return Table(table.name, columns, table.primary_key if set(table.primary_key) <= set(columns) else (),
+                 table.foreign_keys)
+
+
+def _column(table: Table, name: str, field: str) -> Column:
+    if not IDENTIFIER.fullmatch(name):
+        raise InvalidInput(f"{field} is a column name of letters, digits, '_' and '$'.", field=field)
+    column = table.columns.get(name)
+    if column is None:
+        raise NotFound(f"Table {table.name!r} has no column {name!r} that agents may read; database.schema "
+                       "lists them.", field=field)
+    return column
+
+
+def _where(driver: Driver, table: Table, filters: list[dict[str, Any]]) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    parameters: list[Any] = []
+    mark = driver.placeholder
+    for index, item in enumerate(filters):
+        field = f"filters[{index}]"
+        column = _column(table, item["column"], f"{field}.column")
+        op, value, name = item["op"], item["value"], driver.quote(column.name)
+        if op == "in":
+            if not isinstance(value, list):
+                raise InvalidInput(f"{field}: 'in' takes a list of values.", field=f"{field}.value")
+            if len(value) > driver.source.limits.max_in_values:
+                raise InvalidInput(f"{field}: 'in' takes at most {driver.source.limits.max_in_values} values.",
+                                   field=f"{field}.value")
+            parameters += [_bound(driver, column, each, f"{field}.value[{number}]")
+                           for number, each in enumerate(value)]
+            clauses.append(f"{name} IN ({', '.join([mark] * len(value))})")
+        elif isinstance(value, list):
+            raise InvalidInput(f"{field}: {op!r} takes one value; a list goes with 'in'.", field=f"{field}.value")
+        elif value is None:
+            if op not in ("eq", "ne"):
+                raise InvalidInput(f"{field}: null goes only with eq (IS NULL) or ne (IS NOT NULL).",
+                                   field=f"{field}.value")
+            clauses.append(f"{name} IS {'' if op == 'eq' else 'NOT '}NULL")
+        elif op == "contains":
+            if column.family != "text" or not isinstance(value, str):
+                raise InvalidInput(f"{field}: contains takes a text value and a text column.", field=f"{field}.value")
+            clauses.append(f"{name} LIKE {mark} ESCAPE '{_ESCAPE}'")
+            parameters.append(like_pattern(value))
+        else:
+            if op not in {"eq", "ne"} and column.family not in _ORDERED_FAMILIES - {"boolean", "bytes"}:
+                raise InvalidInput(f"{field}: {op} does not apply to a {column.family} column.", field=f"{field}.op")
+            clauses.append(f"{name} {_COMPARISONS[op]} {mark}")
+            parameters.append(_bound(driver, column, value, f"{field}.value"))
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), parameters
+
+
+def _bound(driver: Driver, column: Column, value: Any, field: str) -> Any:
+    """The value as a parameter of the column's kind; a value that does not fit is refused, not guessed."""
+    accepts, convert = _BINDINGS.get(column.family, _BINDINGS["other"])
+    bound = convert(value, driver.source.dialect == "sqlite") if value is not None else None
+    if bound is None:
+        raise InvalidInput(f"{field}: column {column.name!r} ({column.type}) takes {accepts}.", field=field)
+    return bound
+
+
+def _integer(value: Any, _sqlite: bool) -> Any:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any, sqlite: bool, *, exact: bool = True) -> Any:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    text = repr(value) if isinstance(value, float) else value
+    if not isinstance(text, str) or not _DECIMAL_TEXT.fullmatch(text):
+        return None
+    if not exact:
+        return float(text)
+    return text if sqlite else Decimal(text)
+
+
+def _text(value: Any, _sqlite: bool) -> Any:
+    return value if isinstance(value, str) else None
+
+
+def _bytes(value: Any, _sqlite: bool) -> Any:
+    if not (isinstance(value, dict) and set(value) == {"base64"} and isinstance(value["base64"], str)):
+        return None
+    try:
+        return base64.b64decode(value["base64"], validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _moment(value: Any, sqlite: bool) -> Any:
+    parsed = _temporal(value) if isinstance(value, str) else None
+    return value if sqlite and parsed is not None else parsed
+
+
+def _boolean(value: Any, _sqlite: bool) -> Any:
+    return value if isinstance(value, bool) else None
+
+
+def _other(value: Any, _sqlite: bool) -> Any:
+    return value if isinstance(value, str | int | float) and not isinstance(value, bool) else None
+
+
+_BINDINGS: dict[str, tuple[str, Callable[[Any, bool], Any]]] = {
+    "integer": ("an integer", _integer),
+    "decimal": ("a number (a decimal as a string stays exact)", _number),
+    "float": ("a number", lambda value, sqlite: _number(value, sqlite, exact=False)),
+    "text": ("text", _text),
+    "bytes": ('bytes, written {"base64": "..."} in standard base64', _bytes),
+    "temporal": ("a date or time in ISO 8601 (2024-01-31, 2024-01-31T12:30:00, 12:30:00)", _moment),
+    "boolean": ("true or false", _boolean),
+    "other": ("text or a number", _other),
+}
+
+
+def _temporal(text: str) -> date | datetime | clock | None:
+    parse: Callable[[str], date | datetime | clock]
+    if len(text) == 10:
+        parse = date.fromisoformat
+    elif len(text) > 10 and text[4:5] == "-":
+        parse = datetime.fromisoformat
+    else:
+        parse = clock.fromisoformat
+    try:
+        return parse(text)
+    except ValueError:
+        return None
+
+
+def _order(table: Table, requested: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The requested order, then the primary key (or every column) so that pages never overlap."""
+    order: list[tuple[str, str]] = []
+    for index, item in enumerate(requested):
+        field = f"order_by[{index}].column"
+        column = _column(table, item["column"], field)
+        if column.family not in _ORDERED_FAMILIES:
+            raise InvalidInput(f"Rows cannot be ordered by the {column.type} column {column.name!r}.", field=field)
+        if column.name not in (name for name, _ in order):
+            order.append((column.name, item.get("direction", "asc")))
+    tie_breakers = table.primary_key or tuple(name for name, column in table.columns.items()
+                                              if column.family in _ORDERED_FAMILIES)
+    order += [(name, "asc") for name in tie_breakers if name not in (chosen for chosen, _ in order)]
+    return order
+
+
+def _json_rows(rows: list[tuple[Any, ...]], limit: int) -> tuple[list[list[Any]], list[int]]:
+    """Rows as JSON values, with the number of cut values per row."""
+    converted, truncated = [], []
+    for row in rows:
+        cells, cut = [], 0
+        for value in row:
+            cell, was_cut = json_value(value, limit)
+            cells.append(cell)
+            cut += was_cut
+        converted.append(cells)
+        truncated.append(cut)
+    return converted, truncated
+
+
+def json_value(value: Any, limit: int) -> tuple[Any, bool]:
+    """One database value as JSON, and whether it was cut to ``limit`` characters (or bytes)."""
+    if value is None or isinstance(value, bool | int):
+        return value, False
+    if isinstance(value, str):
+        if len(value) > limit:
+            return {"text": value[:limit], "chars": len(value), "truncated": True}, True
+        return value, False
+    if isinstance(value, bytes | bytearray | memoryview):
+        data = bytes(value)
+        cell: dict[str, Any] = {"base64": base64.b64encode(data[:limit]).decode("ascii"), "bytes": len(data)}
+        if len(data) > limit:
+            cell["truncated"] = True
+        return cell, len(data) > limit
+    return json_value(_scalar(value), limit) if not isinstance(value, float) else (_float(value), False)
+
+
+def _float(value: float) -> float | str:
+    return value if math.isfinite(value) else str(value)
+
+
+def _scalar(value: Any) -> Any:
+    """A value of another type as a JSON string (or list/number) that json_value then sizes."""
+    if isinstance(value, Decimal):
+        return format(value, "f") if value.is_finite() else str(value)
+    if isinstance(value, datetime | date | clock):
+        return value.isoformat()
+    if isinstance(value, timedelta):  # MariaDB TIME: a duration that may pass 24 hours or be negative
+        return _duration(value)
+    if isinstance(value, list | dict):
+        return canonical_json(value)
+    return str(value)
+
+
+def _duration(value: timedelta) -> str:
+    sign = "-" if value < timedelta(0) else ""
+    micro = abs(value) // timedelta(microseconds=1)
+    seconds, micro = divmod(micro, 1_000_000)
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{sign}{hours:02d}:{minutes:02d}:{seconds:02d}" + (f".{micro:06d}" if micro else "")
+
+
+def _within_bytes(rows: list[list[Any]], budget: int) -> list[list[Any]]:
+    """The longest prefix of ``rows`` whose JSON fits ``budget`` bytes (at least one row, so paging moves on)."""
+    if len(canonical_json(rows).encode("utf-8")) <= budget:
+        return rows
+    size = 0
+    for index, row in enumerate(rows):
+        size += len(canonical_json(row).encode("utf-8")) + 1
+        if size > budget and index > 0:
+            return rows[:index]
+    return rows

@@ -1,0 +1,503 @@
+"""Read-only connections to the operator's research databases: one small driver per dialect.
+
+Every statement is read-only three ways. The operator gives a SELECT-only account
+(docs/research.md shows the grants); each connection is read-only for its whole session and each
+statement runs in its own read-only transaction (MariaDB ``START TRANSACTION READ ONLY``,
+PostgreSQL ``BEGIN READ ONLY``, SQLite ``mode=ro`` with ``PRAGMA query_only`` and an authorizer
+that denies anything but reading); and the statements themselves are single ``SELECT``s built by
+:mod:`armarius.research.database` from checked identifiers, with every value bound. Multiple
+statements per call are never enabled. Each statement has a time limit on the server
+(``max_statement_time``, ``statement_timeout``) or, on SQLite, a progress handler.
+
+Driver messages can carry hosts, user names and values, so none reaches a caller or a log: a
+failure becomes ``research_unavailable`` naming the database and an error class only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import sqlite3
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import quote
+
+from armarius.errors import ResearchUnavailable
+from armarius.research.config import DatabaseSource
+
+logger = logging.getLogger("armarius.research")
+
+Family = Literal["integer", "decimal", "float", "text", "bytes", "temporal", "boolean", "other"]
+_IDLE_CONNECTIONS = 4
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    family: Family
+    nullable: bool
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    columns: tuple[str, ...]
+    table: str
+    references: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: dict[str, Column]
+    primary_key: tuple[str, ...]
+    foreign_keys: tuple[ForeignKey, ...]
+
+
+class Driver(ABC):
+    """Connections to one database, pooled; statements run through :meth:`fetch`."""
+
+    #: The DB-API placeholder the statement builder writes for a bound value.
+    placeholder = "%s"
+
+    def __init__(self, source: DatabaseSource) -> None:
+        self.source = source
+        self._idle: list[Any] = []
+        self._lock = threading.Lock()
+
+    @abstractmethod
+    def quote(self, name: str) -> str:
+        """A checked identifier, quoted for this dialect."""
+
+    @abstractmethod
+    def table_ref(self, table: str) -> str:
+        """The quoted, qualified name a statement reads from."""
+
+    @abstractmethod
+    def _open(self) -> Any:
+        """A new connection, read-only for its session, with the statement time limit set."""
+
+    @abstractmethod
+    def _run(self, connection: Any, statement: str, parameters: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """One statement in one read-only transaction."""
+
+    @abstractmethod
+    def _classify(self, error: BaseException) -> Literal["timeout", "lost", "failed"] | None:
+        """What a driver exception means; None when it is not the driver's."""
+
+    @abstractmethod
+    def _catalogue(self, connection: Any, tables: Sequence[str]) -> dict[str, Table]:
+        """The real columns and keys of those of ``tables`` that exist and can be read."""
+
+    def fetch(self, statement: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one read-only statement; a connection that died while idle is replaced once."""
+        for attempt in (1, 2):
+            with self._connection() as connection:
+                try:
+                    return self._run(connection, statement, parameters)
+                except Exception as error:
+                    if self._retry(error, connection) and attempt == 1:
+                        continue
+                    raise self._unavailable(error) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def catalogue(self) -> dict[str, Table]:
+        with self._connection() as connection:
+            try:
+                return self._catalogue(connection, self.source.tables)
+            except Exception as error:
+                raise self._unavailable(error) from None
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            _close_quietly(connection)
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        with self._lock:
+            connection = self._idle.pop() if self._idle else None
+        if connection is None:
+            try:
+                connection = self._open()
+            except Exception as error:
+                raise self._unavailable(error, connecting=True) from None
+        healthy = False
+        try:
+            yield connection
+            healthy = True
+        finally:
+            if healthy:
+                with self._lock:
+                    if len(self._idle) < _IDLE_CONNECTIONS:
+                        self._idle.append(connection)
+                        connection = None
+            if connection is not None:
+                _close_quietly(connection)
+
+    def _retry(self, error: Exception, connection: Any) -> bool:
+        _close_quietly(connection)
+        return self._classify(error) == "lost"
+
+    def _unavailable(self, error: BaseException, *, connecting: bool = False) -> BaseException:
+        kind = self._classify(error)
+        if kind is None:
+            return error  # not the driver's: a bug of ours, reported as such
+        name = self.source.name
+        # The driver's message may name hosts, users or values: log and report the class only.
+        logger.warning("research database %s: %s (%s)", name, type(error).__name__, kind)
+        if kind == "timeout":
+            return ResearchUnavailable(
+                f"The query on database {name!r} ran longer than its limit of "
+                f"{self.source.limits.timeout_seconds:g} s. "
+                "Narrow the filters (indexed columns first) or ask the operator to raise timeout_seconds.",
+                database=name, reason="timeout",
+            )
+        if connecting:
+            return ResearchUnavailable(f"The database {name!r} cannot be reached or refused the login.",
+                                       database=name, reason="connect")
+        return ResearchUnavailable(f"The database {name!r} refused the query ({type(error).__name__}).",
+                                   database=name, reason="refused")
+
+
+def _close_quietly(connection: Any) -> None:
+    with contextlib.suppress(Exception):  # a broken connection is being thrown away anyway
+        connection.close()
+
+
+# --- MariaDB / MySQL (PyMySQL) -------------------------------------------------------------------
+
+_MARIADB_FAMILIES: dict[str, Family] = {
+    **dict.fromkeys(("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"), "integer"),
+    **dict.fromkeys(("decimal", "numeric"), "decimal"),
+    **dict.fromkeys(("float", "double", "real"), "float"),
+    **dict.fromkeys(("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"), "text"),
+    **dict.fromkeys(("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "bit"), "bytes"),
+    **dict.fromkeys(("date", "datetime", "timestamp", "time"), "temporal"),
+}
+# MariaDB: ER_STATEMENT_TIMEOUT; MySQL: ER_QUERY_TIMEOUT and "interrupted".
+_MARIADB_TIMEOUTS = {1969, 3024, 1317}
+_MARIADB_LOST = {2006, 2013, 2014, 2055}
+
+
+class MariadbDriver(Driver):
+    def quote(self, name: str) -> str:
+        return f"`{name}`"
+
+    def table_ref(self, table: str) -> str:
+        return self.quote(table)
+
+    def _open(self) -> Any:
+        import pymysql
+        from pymysql.constants import CLIENT
+
+        limits = self.source.limits
+        connection = pymysql.connect(
+            host=self.source.host, port=self.source.port or 3306, user=self.source.user,
+            password=self.source.password or "",
+            database=self.source.database, charset="utf8mb4", autocommit=True, local_infile=False,
+            connect_timeout=min(10, max(1, math.ceil(limits.timeout_seconds))),
+            read_timeout=math.ceil(limits.timeout_seconds) + 10, write_timeout=math.ceil(limits.timeout_seconds) + 10,
+        )
+        try:
+            if connection.client_flag & CLIENT.MULTI_STATEMENTS:  # never: one statement per call
+                raise RuntimeError("multi-statements must be off")
+            with connection.cursor() as cursor:
+                cursor.execute("SET SESSION TRANSACTION READ ONLY")
+                if "mariadb" in str(connection.get_server_info()).lower():  # type: ignore[no-untyped-call]
+                    cursor.execute("SET SESSION max_statement_time = %s", (limits.timeout_seconds,))
+                else:
+                    cursor.execute("SET SESSION max_execution_time = %s", (int(limits.timeout_seconds * 1000),))
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _run(self, connection: Any, statement: str, parameters: Sequence[Any]) -> list[tuple[Any, ...]]:
+        with connection.cursor() as cursor:
+            cursor.execute("START TRANSACTION READ ONLY")
+            try:
+                cursor.execute(statement, tuple(parameters))
+                rows: list[tuple[Any, ...]] = list(cursor.fetchall())
+            finally:
+                cursor.execute("ROLLBACK")
+        return rows
+
+    def _classify(self, error: BaseException) -> Literal["timeout", "lost", "failed"] | None:
+        import pymysql
+
+        if not isinstance(error, pymysql.err.Error):
+            return None
+        code = error.args[0] if error.args and isinstance(error.args[0], int) else None
+        if code in _MARIADB_TIMEOUTS:
+            return "timeout"
+        if code in _MARIADB_LOST or isinstance(error, pymysql.err.InterfaceError):
+            return "lost"
+        return "failed"
+
+    def _catalogue(self, connection: Any, tables: Sequence[str]) -> dict[str, Table]:
+        marks = ", ".join(["%s"] * len(tables))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, IS_NULLABLE FROM information_schema.COLUMNS "
+                f"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ({marks}) ORDER BY TABLE_NAME, ORDINAL_POSITION",
+                tuple(tables),
+            )
+            columns = [(table, Column(name, str(column_type), _MARIADB_FAMILIES.get(str(data).lower(), "other"),
+                                      nullable == "YES"))
+                       for table, name, column_type, data, nullable in cursor.fetchall()]
+            cursor.execute(
+                "SELECT TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME, REFERENCED_TABLE_NAME, REFERENCED_COLUMN_NAME "
+                f"FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ({marks}) "
+                "ORDER BY TABLE_NAME, CONSTRAINT_NAME, ORDINAL_POSITION",
+                tuple(tables),
+            )
+            keys = [(table, constraint, column, referenced, referenced_column)
+                    for table, constraint, column, referenced, referenced_column in cursor.fetchall()]
+        primary = [(table, column) for table, constraint, column, _, _ in keys if constraint == "PRIMARY"]
+        foreign = [(table, constraint, column, referenced, referenced_column)
+                   for table, constraint, column, referenced, referenced_column in keys if referenced is not None]
+        return _assemble(tables, columns, primary, foreign)
+
+
+# --- PostgreSQL (psycopg 3) ----------------------------------------------------------------------
+
+_POSTGRES_FAMILIES: dict[str, Family] = {
+    **dict.fromkeys(("int2", "int4", "int8", "oid"), "integer"), "numeric": "decimal",
+    **dict.fromkeys(("float4", "float8"), "float"), "bool": "boolean", "bytea": "bytes",
+}
+_POSTGRES_CATEGORIES: dict[str, Family] = {"S": "text", "D": "temporal", "E": "text"}
+
+_POSTGRES_COLUMNS = """
+SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), t.typname, t.typcategory, NOT a.attnotnull
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+WHERE n.nspname = %s AND c.relname = ANY(%s) AND c.relkind IN ('r', 'v', 'm', 'p', 'f')
+  AND has_table_privilege(c.oid, 'SELECT')
+ORDER BY c.relname, a.attnum
+"""
+_POSTGRES_KEYS = """
+SELECT c.relname, k.contype, k.conname, a.attname, f.relname, fa.attname
+FROM pg_catalog.pg_constraint k
+JOIN pg_catalog.pg_class c ON c.oid = k.conrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+CROSS JOIN LATERAL unnest(k.conkey) WITH ORDINALITY AS key(number, position)
+JOIN pg_catalog.pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = key.number
+LEFT JOIN pg_catalog.pg_class f ON f.oid = k.confrelid
+LEFT JOIN pg_catalog.pg_attribute fa ON fa.attrelid = k.confrelid AND fa.attnum = k.confkey[key.position]
+WHERE n.nspname = %s AND c.relname = ANY(%s) AND k.contype IN ('p', 'f')
+ORDER BY c.relname, k.conname, key.position
+"""
+
+
+class PostgresDriver(Driver):
+    def quote(self, name: str) -> str:
+        return f'"{name}"'
+
+    def table_ref(self, table: str) -> str:
+        return f"{self.quote(self.source.schema)}.{self.quote(table)}"
+
+    def _open(self) -> Any:
+        import psycopg
+
+        limits = self.source.limits
+        connection = psycopg.connect(
+            host=self.source.host, port=self.source.port, dbname=self.source.database, user=self.source.user,
+            password=self.source.password or "", connect_timeout=min(10, max(2, math.ceil(limits.timeout_seconds))),
+            options=(f"-c default_transaction_read_only=on -c statement_timeout={int(limits.timeout_seconds * 1000)} "
+                     "-c idle_in_transaction_session_timeout=60000"),
+            autocommit=False, application_name="armarius-research",
+        )
+        connection.read_only = True  # every transaction starts with BEGIN READ ONLY
+        return connection
+
+    def _run(self, connection: Any, statement: str, parameters: Sequence[Any]) -> list[tuple[Any, ...]]:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(statement, tuple(parameters))
+                rows: list[tuple[Any, ...]] = cursor.fetchall()
+        finally:
+            connection.rollback()
+        return rows
+
+    def _classify(self, error: BaseException) -> Literal["timeout", "lost", "failed"] | None:
+        import psycopg
+
+        if not isinstance(error, psycopg.Error):
+            return None
+        if isinstance(error, psycopg.errors.QueryCanceled):
+            return "timeout"
+        if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
+            return "lost"
+        return "failed"
+
+    def _catalogue(self, connection: Any, tables: Sequence[str]) -> dict[str, Table]:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(_POSTGRES_COLUMNS, (self.source.schema, list(tables)))
+                columns = [(table, Column(name, column_type, _postgres_family(type_name, category), nullable))
+                           for table, name, column_type, type_name, category, nullable in cursor.fetchall()]
+                cursor.execute(_POSTGRES_KEYS, (self.source.schema, list(tables)))
+                keys = cursor.fetchall()
+        finally:
+            connection.rollback()
+        primary = [(table, column) for table, kind, _, column, _, _ in keys if kind == "p"]
+        foreign = [(table, name, column, referenced, referenced_column)
+                   for table, kind, name, column, referenced, referenced_column in keys if kind == "f"]
+        return _assemble(tables, columns, primary, foreign)
+
+
+def _postgres_family(type_name: str, category: str) -> Family:
+    return _POSTGRES_FAMILIES.get(type_name) or _POSTGRES_CATEGORIES.get(category, "other")
+
+
+# --- SQLite --------------------------------------------------------------------------------------
+
+_SQLITE_READING = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_TRANSACTION}
+_SQLITE_PRAGMAS = {"table_info", "foreign_key_list"}
+_PROGRESS_STEPS = 10_000
+
+
+def _sqlite_authorizer(action: int, first: str | None, _second: str | None, _database: str | None,
+                       _trigger: str | None) -> int:
+    """Reading only: no writes, no ATTACH, no schema changes, only the catalogue pragmas."""
+    if action in _SQLITE_READING or (action == sqlite3.SQLITE_PRAGMA and first in _SQLITE_PRAGMAS):
+        return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_UPDATE and first == "sqlite_master":
+        # Preparing a pragma table function re-reads the schema, which SQLite reports as an
+        # UPDATE of sqlite_master; mode=ro and query_only refuse any real write.
+        return sqlite3.SQLITE_OK
+    return sqlite3.SQLITE_DENY
+
+
+class SqliteDriver(Driver):
+    placeholder = "?"
+
+    def quote(self, name: str) -> str:
+        return f'"{name}"'
+
+    def table_ref(self, table: str) -> str:
+        return self.quote(table)
+
+    def _open(self) -> Any:
+        path: Path | None = self.source.path
+        assert path is not None
+        connection = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, isolation_level=None,
+                                     check_same_thread=False)
+        try:
+            connection.execute("PRAGMA query_only = ON")
+            connection.set_authorizer(_sqlite_authorizer)
+            deadline = [math.inf]
+            connection.set_progress_handler(lambda: int(time.monotonic() > deadline[0]), _PROGRESS_STEPS)
+        except BaseException:
+            connection.close()
+            raise
+        return _SqliteConnection(connection, deadline)
+
+    def _run(self, connection: Any, statement: str, parameters: Sequence[Any]) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = connection.run(statement, parameters, self.source.limits.timeout_seconds)
+        return rows
+
+    def _classify(self, error: BaseException) -> Literal["timeout", "lost", "failed"] | None:
+        if not isinstance(error, sqlite3.Error):
+            return None
+        if isinstance(error, sqlite3.OperationalError) and "interrupted" in str(error):
+            return "timeout"
+        return "failed"
+
+    def _catalogue(self, connection: Any, tables: Sequence[str]) -> dict[str, Table]:
+        marks = ", ".join("?" * len(tables))
+        present = [row[0] for row in connection.run(
+            f"SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name IN ({marks})", tables, None)]
+        columns: list[tuple[str, Column]] = []
+        primary: list[tuple[int, str, str]] = []
+        foreign: list[tuple[str, str, str, str, str]] = []
+        for table in present:
+            for name, declared, not_null, key in connection.run(
+                    'SELECT name, type, "notnull", pk FROM pragma_table_info(?) ORDER BY cid', (table,), None):
+                columns.append((table, Column(name, declared, _sqlite_family(declared), not not_null)))
+                if key:
+                    primary.append((key, table, name))
+            for number, source_column, referenced, referenced_column in connection.run(
+                    'SELECT id, "from", "table", "to" FROM pragma_foreign_key_list(?) ORDER BY id, seq', (table,),
+                    None):
+                foreign.append((table, str(number), source_column, referenced, referenced_column))
+        return _assemble(tables, columns, [(table, name) for _, table, name in sorted(primary)], foreign)
+
+
+class _SqliteConnection:
+    """A read-only SQLite connection whose statements stop at their deadline."""
+
+    def __init__(self, connection: sqlite3.Connection, deadline: list[float]) -> None:
+        self._connection, self._deadline = connection, deadline
+
+    def run(self, statement: str, parameters: Sequence[Any], timeout: float | None) -> list[tuple[Any, ...]]:
+        self._deadline[0] = math.inf if timeout is None else time.monotonic() + timeout
+        try:
+            rows: list[tuple[Any, ...]] = self._connection.execute(statement, tuple(parameters)).fetchall()
+            return rows
+        finally:
+            self._deadline[0] = math.inf
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+_SQLITE_AFFINITIES: tuple[tuple[tuple[str, ...], Family], ...] = (
+    (("INT",), "integer"), (("CHAR", "CLOB", "TEXT"), "text"), (("BLOB",), "bytes"),
+    (("REAL", "FLOA", "DOUB"), "float"), (("BOOL",), "boolean"), (("DATE", "TIME"), "temporal"),
+)
+
+
+def _sqlite_family(declared: str) -> Family:
+    """SQLite's own affinity rules (in their order), refined by the declared name; no type: anything."""
+    upper = declared.upper()
+    if not upper:
+        return "other"
+    for words, family in _SQLITE_AFFINITIES:
+        if any(word in upper for word in words):
+            return family
+    return "decimal"
+
+
+# --- shared --------------------------------------------------------------------------------------
+
+def _assemble(tables: Sequence[str], columns: list[tuple[str, Column]], primary: list[tuple[str, str]],
+              foreign: list[tuple[str, str, str, str, str]]) -> dict[str, Table]:
+    """Tables from catalogue rows; a table the server reports under another spelling is not ours."""
+    wanted = set(tables)
+    found: dict[str, dict[str, Column]] = {}
+    for table, column in columns:
+        if table in wanted:
+            found.setdefault(table, {})[column.name] = column
+    keys: dict[str, list[str]] = {}
+    for table, name in primary:
+        keys.setdefault(table, []).append(name)
+    links: dict[tuple[str, str], tuple[list[str], str, list[str]]] = {}
+    for table, constraint, name, referenced, referenced_column in foreign:
+        entry = links.setdefault((table, constraint), ([], referenced, []))
+        entry[0].append(name)
+        entry[2].append(referenced_column)
+    return {
+        table: Table(
+            name=table, columns=found[table], primary_key=tuple(keys.get(table, ())),
+            foreign_keys=tuple(ForeignKey(tuple(cols), referenced, tuple(refs))
+                               for (owner, _), (cols, referenced, refs) in sorted(links.items()) if owner == table),
+        )
+        for table in tables if table in found
+    }
+
+
+def open_driver(source: DatabaseSource) -> Driver:
+    drivers: dict[str, type[Driver]] = {"mariadb": MariadbDriver, "postgresql": PostgresDriver, "sqlite": SqliteDriver}
+    return drivers[source.dialect](source)
