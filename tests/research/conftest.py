@@ -5,11 +5,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import psycopg
+import pymysql
 import pytest
 
 from armarius.app import Armarius, open_app
+from armarius.research.config import load_research_config
+from armarius.research.service import ResearchService
+from tests.conftest import service_missing
 from tests.research.repos import Repo, build_repo, source_entry, write_config
+from tests.research.world import (
+    WorldServer,
+    build_sqlite_world,
+    database_entry,
+    mariadb_world,
+    password_environ,
+    postgres_world,
+    toml_text,
+)
 
 
 @pytest.fixture
@@ -19,3 +34,41 @@ def research_app(app: Armarius, tmp_path: Path) -> Iterator[tuple[Armarius, Repo
     application = open_app(replace(app.settings, research_config=Path("research.toml")))
     yield application, repo
     application.close()
+
+
+WORLD_DIALECTS = ["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb),
+                  pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(scope="session", params=WORLD_DIALECTS)
+def world_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorldServer]:
+    """The game-world database on one engine, shared by a session's tests (which only read it)."""
+    if request.param == "sqlite":
+        yield build_sqlite_world(tmp_path_factory.mktemp("world") / "world.sqlite")
+        return
+    builder, what = (mariadb_world, "MariaDB") if request.param == "mariadb" else (postgres_world, "PostgreSQL")
+    try:
+        context = builder()
+        server = context.__enter__()
+    except (pymysql.err.OperationalError, psycopg.OperationalError) as error:
+        service_missing(what, error)
+    try:
+        yield server
+    finally:
+        context.__exit__(None, None, None)
+
+
+def open_world_service(folder: Path, server: WorldServer, **entry: Any) -> ResearchService:
+    """A research service over ``server`` alone (its reader login unless ``login`` says otherwise)."""
+    login = entry.pop("login", "reader")
+    path = folder / "research.toml"
+    path.write_text(toml_text([database_entry(server, login=login, **entry)]), encoding="utf-8")
+    return ResearchService(load_research_config(path, password_environ(server, login)),
+                           evidence_dir=folder / "evidence")
+
+
+@pytest.fixture
+def world(world_server: WorldServer, tmp_path: Path) -> Iterator[ResearchService]:
+    service = open_world_service(tmp_path, world_server)
+    yield service
+    service.close()

@@ -22,6 +22,7 @@ dropped on exit. Run this file to check the whole thing by hand.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -632,6 +633,42 @@ def _main() -> None:
             if server.dialect == "mariadb":
                 _check_mariadb_accounts(server)
         print(f"  {server.dialect} dropped {server.database}, {server.reader_user}, {server.writer_user}")
+
+
+# --- research configuration ---------------------------------------------------------------
+
+PASSWORD_VARIABLE = "ARMARIUS_TEST_WORLD_PASSWORD"
+
+
+def database_entry(server: WorldServer, *, name: str = "world", login: Login = "reader", snapshot: str = "world-1",
+                   tables: Sequence[str] = ALLOWLISTED, **extra: Any) -> dict[str, Any]:
+    """One ``[[databases]]`` entry for ``server`` (its password comes from :data:`PASSWORD_VARIABLE`)."""
+    entry: dict[str, Any] = {"name": name, "dialect": server.dialect, "snapshot": snapshot, "tables": list(tables)}
+    if server.dialect == "sqlite":
+        entry["path"] = str(server.path)
+    else:
+        user, _ = _credentials(server, login)
+        entry |= {"host": server.host, "port": server.port, "database": server.database, "user": user,
+                  "password_env": PASSWORD_VARIABLE}
+    return entry | extra
+
+
+def password_environ(server: WorldServer, login: Login = "reader") -> dict[str, str]:
+    """The environment that holds the password ``database_entry`` names."""
+    return {PASSWORD_VARIABLE: _credentials(server, login)[1] or ""}
+
+
+def toml_text(entries: Sequence[dict[str, Any]], key: str = "databases") -> str:
+    """``[[key]]`` tables as TOML (strings, numbers, lists of strings and one level of inline tables)."""
+    def value(item: Any) -> str:
+        if isinstance(item, dict):
+            return "{ " + ", ".join(f"{name} = {value(inner)}" for name, inner in item.items()) + " }"
+        if isinstance(item, list | tuple):
+            return "[" + ", ".join(value(inner) for inner in item) + "]"
+        return json.dumps(item) if isinstance(item, str) else str(item)
+
+    return "".join(f"[[{key}]]\n" + "".join(f"{name} = {value(item)}\n" for name, item in entry.items()) + "\n"
+                   for entry in entries)
 
 
 if __name__ == "__main__":
