@@ -207,6 +207,12 @@ def test_the_published_schema_is_well_formed_and_accepts_every_kind() -> None:
     for query in ({"kind": "source.files", "substring": "x"}, {"kind": "source.search", "text": "x"},
                   {"kind": "source.symbol", "symbol": "x"}, {"kind": "source.registration", "symbol": "x"},
                   {"kind": "source.schema", "text": "x"},
-                  {"kind": "source.read", "path": "a", "start_line": 1, "end_line": 2}):
+                  {"kind": "source.read", "path": "a", "start_line": 1, "end_line": 2},
+                  {"kind": "database.tables"}, {"kind": "database.schema", "table": "t"},
+                  {"kind": "database.rows", "table": "t", "columns": ["a"], "filters": [
+                      {"column": "a", "op": "in", "value": [1, "x"]}, {"column": "b", "op": "eq", "value": None},
+                      {"column": "c", "op": "eq", "value": {"base64": "AA=="}}],
+                   "order_by": [{"column": "a", "direction": "desc"}], "offset": 1, "limit": 5},
+                  {"kind": "database.count", "table": "t", "filters": []}):
         assert validator.is_valid(query), query
         assert not validator.is_valid({**query, "unknown": 1})

@@ -665,7 +665,7 @@ def toml_text(entries: Sequence[dict[str, Any]], key: str = "databases") -> str:
             return "{ " + ", ".join(f"{name} = {value(inner)}" for name, inner in item.items()) + " }"
         if isinstance(item, list | tuple):
             return "[" + ", ".join(value(inner) for inner in item) + "]"
-        return json.dumps(item) if isinstance(item, str) else str(item)
+        return json.dumps(item) if isinstance(item, str | bool) else str(item)
 
     return "".join(f"[[{key}]]\n" + "".join(f"{name} = {value(item)}\n" for name, item in entry.items()) + "\n"
                    for entry in entries)
