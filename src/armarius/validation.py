@@ -21,6 +21,21 @@ StrictValidator = validators.extend(
 )
 
 
+def inline_refs(node: Any, definitions: Mapping[str, Any]) -> Any:
+    """``node`` with every local ``{"$ref": "#/$defs/name"}`` replaced by that definition (merged with
+    the keywords beside it). Same meaning, and about twice as fast to validate against; the schemas
+    here are not recursive."""
+    if isinstance(node, list):
+        return [inline_refs(item, definitions) for item in node]
+    if not isinstance(node, Mapping):
+        return node
+    merged: dict[str, Any] = {}
+    if "$ref" in node:
+        merged.update(inline_refs(definitions[node["$ref"].removeprefix("#/$defs/")], definitions))
+    merged.update({key: inline_refs(value, definitions) for key, value in node.items() if key != "$ref"})
+    return merged
+
+
 def check(validator: Any, value: Mapping[str, Any], *, what: str) -> dict[str, Any]:
     """The value as a dict if it satisfies the validator's schema; otherwise ``invalid_input``."""
     error = next(iter(sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))), None)

@@ -95,7 +95,7 @@ def _variations() -> Iterator[tuple[str, Any]]:
 
 
 SCHEMA_FIELDS = {definition["properties"]["kind"]["const"]: set(definition["properties"])
-                 for definition in query_schema()["$defs"].values() if "properties" in definition}
+                 for definition in query_schema()["$defs"].values() if "kind" in definition.get("properties", {})}
 CORPUS = [pytest.param(query, id=f"{name}-{number}") for number, (name, query) in enumerate(_variations())]
 
 

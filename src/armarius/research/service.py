@@ -18,7 +18,7 @@ from armarius.research.captures import SCHEMA, Capture, build_capture, write_cap
 from armarius.research.config import GitSource, ResearchConfig
 from armarius.research.database import DatabaseResearch
 from armarius.store import Database, utc_now
-from armarius.validation import StrictValidator, check
+from armarius.validation import StrictValidator, check, inline_refs
 
 _KINDS = {"source.files": "files", "source.search": "search", "source.symbol": "symbol",
           "source.registration": "registration", "source.schema": "schema", "source.read": "read",
@@ -37,7 +37,7 @@ def query_schema() -> dict[str, Any]:
 @cache
 def _validator(kind: str) -> Any:
     definitions = query_schema()["$defs"]
-    return StrictValidator({**definitions[_KINDS[kind]], "$defs": definitions})
+    return StrictValidator(inline_refs(definitions[_KINDS[kind]], definitions))
 
 
 def validate_query(arguments: Any) -> dict[str, Any]:
