@@ -155,7 +155,8 @@ class DatabaseResearch:
                      f"{where} ORDER BY {', '.join(f'{driver.quote(name)} {way.upper()}' for name, way in order)}"
                      f" LIMIT {driver.placeholder} OFFSET {driver.placeholder}")
         fetched = driver.fetch(statement, [*parameters, limit + 1, offset])
-        rows, truncated = _json_rows(fetched[:limit], limits.max_value_length)
+        converters = [driver.converter(table.columns[name]) for name in columns]
+        rows, truncated = _json_rows(fetched[:limit], converters, limits.max_value_length)
         rows = _within_bytes(rows, limits.max_bytes)
         more = len(fetched) > limit or len(rows) < min(len(fetched), limit)
         complete = offset == 0 and not more
@@ -337,18 +338,28 @@ def _order(table: Table, requested: list[dict[str, Any]]) -> list[tuple[str, str
     return order
 
 
-def _json_rows(rows: list[tuple[Any, ...]], limit: int) -> tuple[list[list[Any]], list[int]]:
-    """Rows as JSON values, with the number of cut values per row."""
+def _json_rows(rows: list[tuple[Any, ...]], converters: list[Callable[[Any], Any] | None], limit: int
+               ) -> tuple[list[list[Any]], list[int]]:
+    """Rows as JSON values, with the number of cut values per row (integers, NULLs and short text,
+    most of any page, are taken as they are)."""
+    special = [(index, convert) for index, convert in enumerate(converters) if convert is not None]
     converted, truncated = [], []
     for row in rows:
-        cells, cut = [], 0
-        for value in row:
-            cell, was_cut = json_value(value, limit)
-            cells.append(cell)
+        cells, cut = list(row), 0
+        for index, convert in special:
+            cells[index] = convert(cells[index])
+        for index, value in enumerate(cells):
+            kind = type(value)
+            if kind in _AS_IS or (kind is str and len(value) <= limit):
+                continue
+            cells[index], was_cut = json_value(value, limit)
             cut += was_cut
         converted.append(cells)
         truncated.append(cut)
     return converted, truncated
+
+
+_AS_IS = frozenset({int, bool, type(None)})
 
 
 def json_value(value: Any, limit: int) -> tuple[Any, bool]:

@@ -22,9 +22,10 @@ import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
@@ -79,6 +80,11 @@ class Driver(ABC):
     @abstractmethod
     def table_ref(self, table: str) -> str:
         """The quoted, qualified name a statement reads from."""
+
+    def converter(self, column: Column) -> Callable[[Any], Any] | None:  # noqa: ARG002 - dialects override
+        """What turns this column's values, as the driver returns them, into their JSON form (None:
+        the generic conversion by Python type does)."""
+        return None
 
     @abstractmethod
     def _open(self) -> Any:
@@ -188,7 +194,27 @@ _MARIADB_TIMEOUTS = {1969, 3024, 1317}
 _MARIADB_LOST = {2006, 2013, 2014, 2055}
 
 
+def _iso_text(value: Any) -> Any:
+    """MariaDB's DATETIME text ``2024-01-31 12:30:00[.ffffff]`` in ISO 8601 (DATE and TIME are already)."""
+    return value.replace(" ", "T", 1) if isinstance(value, str) else value
+
+
+@cache
+def _mariadb_conversions() -> dict[Any, Any]:
+    """PyMySQL's conversions, except that DECIMAL and the date and time types stay the server's text:
+    exact, and already (nearly) the JSON form, so no Decimal or datetime is built and undone."""
+    import pymysql.converters
+    from pymysql.constants import FIELD_TYPE
+
+    kept = (FIELD_TYPE.DECIMAL, FIELD_TYPE.NEWDECIMAL, FIELD_TYPE.DATETIME, FIELD_TYPE.TIMESTAMP, FIELD_TYPE.DATE,
+            FIELD_TYPE.TIME)
+    return {key: value for key, value in pymysql.converters.conversions.items() if key not in kept}
+
+
 class MariadbDriver(Driver):
+    def converter(self, column: Column) -> Callable[[Any], Any] | None:
+        return _iso_text if column.family == "temporal" else None
+
     def quote(self, name: str) -> str:
         return f"`{name}`"
 
@@ -201,6 +227,7 @@ class MariadbDriver(Driver):
 
         limits = self.source.limits
         connection = pymysql.connect(
+            conv=_mariadb_conversions(),
             host=self.source.host, port=self.source.port or 3306, user=self.source.user,
             password=self.source.password or "",
             database=self.source.database, charset="utf8mb4", autocommit=True, local_infile=False,
