@@ -245,6 +245,20 @@ def test_an_identical_answer_is_one_capture_written_once(tmp_path: Path, repo: R
     assert service.query({**query, "limit": 3})["capture"] != first["capture"]
 
 
+@pytest.mark.parametrize("torn", [b"", b'{"format":1,"sche', b"x" * 100_000])
+def test_a_torn_capture_file_is_replaced_when_the_capture_recurs(tmp_path: Path, repo: Repo, torn: bytes) -> None:
+    service = service_with(tmp_path, repo)
+    query = {"kind": "source.search", "text": "handle_order"}
+    first = service.query(query)
+    file = tmp_path / "evidence" / f"{first['capture']}.json"
+    intact = file.read_bytes()
+    file.write_bytes(torn)  # what a power loss can leave of a file that never reached the disk
+    assert not verify_capture(file)
+    assert service.query(query) == first
+    assert file.read_bytes() == intact
+    assert sorted(os.listdir(tmp_path / "evidence")) == [file.name]
+
+
 def test_a_capture_is_named_by_its_hash_and_holds_request_origin_and_result(tmp_path: Path, repo: Repo) -> None:
     service = service_with(tmp_path, repo)
     query = {"kind": "source.read", "path": "src/app.py", "start_line": 6, "end_line": 8}

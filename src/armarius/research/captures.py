@@ -39,24 +39,37 @@ def build_capture(request: dict[str, Any], origin: dict[str, Any], result: dict[
 
 
 def write_capture(folder: Path, capture: Capture) -> Path:
-    """Write ``<id>.json`` once: a complete file appears atomically, an existing one is never touched."""
+    """Write ``<id>.json`` once: a complete file appears atomically, an intact one is never touched.
+
+    Like the SQLite store (``synchronous=NORMAL``) the file is not forced to disk: a crash of the
+    process loses nothing, a power loss may lose the newest captures (the store's copy is the
+    record). A file a power loss left torn no longer holds its bytes; it is replaced the next time
+    the same capture is written.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / capture.file_name
-    if target.exists():
+    if _intact(target, capture):
         return target
     temporary = folder / f".{capture.id}.{secrets.token_hex(4)}.tmp"
     with open(temporary, "xb") as handle:
         handle.write(capture.content)
-        handle.flush()
-        os.fsync(handle.fileno())
     try:
         os.link(temporary, target)  # fails if another writer got there first: theirs is the same bytes
     except FileExistsError:
-        pass
+        if not _intact(target, capture):
+            os.replace(temporary, target)
     finally:
         with contextlib.suppress(FileNotFoundError):
             temporary.unlink()
     return target
+
+
+def _intact(path: Path, capture: Capture) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(capture.content) + 1) == capture.content
+    except FileNotFoundError:
+        return False
 
 
 def verify_capture(path: Path) -> bool:
