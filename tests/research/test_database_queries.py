@@ -348,3 +348,24 @@ def test_the_cli_answers_a_database_query(world_server: WorldServer, tmp_path: P
     refused = run("--json", "research", "query", "--config", str(config), "--query", str(query))
     assert refused.exit_code == 5
     assert json.loads(refused.stderr)["error"]["code"] == "not_found"
+
+
+def test_dates_match_in_either_iso_form_and_offsets_are_never_dropped(world: ResearchService) -> None:
+    noon = [entry for entry, row in CREATURES.items() if row["created_at"] == datetime(2024, 1, 3, 12, 30, 45)]
+    assert entries(world, {"column": "created_at", "op": "eq", "value": "2024-01-03T12:30:45"}) == noon
+    assert entries(world, {"column": "created_at", "op": "eq", "value": "2024-01-03 12:30:45"}) == noon
+    assert entries(world, {"column": "created_at", "op": "in", "value": ["2024-01-03T12:30:45"]}) == noon
+    assert entries(world, {"column": "created_at", "op": "lt", "value": "2024-01-03T12:30:46"}) == where(
+        lambda row: row["created_at"] is not None and row["created_at"] < datetime(2024, 1, 3, 12, 30, 46))
+    for value in ("2024-01-03T12:30:45+05:00", "2024-01-03T12:30:45Z", "20240103", "12:30:45", "2024-13-01",
+                  "2024-01-03T25:00:00"):
+        error = refusal(world, {"kind": "database.rows", "table": "creature_template",
+                                "filters": [{"column": "created_at", "op": "eq", "value": value}]})
+        assert error.code == "invalid_input", value
+        assert error.details["field"] == "filters.0.value"
+    dated = rows_of(world, "quest_template", columns=["id"],
+                    filters=[{"column": "starts_at", "op": "ge", "value": "2024-02-28"}])
+    assert [row[0] for row in dated["rows"]] == sorted(
+        row["id"] for row in game.QUESTS if row["starts_at"] is not None and row["starts_at"] >= date(2024, 2, 28))
+    assert refusal(world, {"kind": "database.rows", "table": "quest_template", "filters": [
+        {"column": "starts_at", "op": "eq", "value": "2024-02-28T00:00:00"}]}).code == "invalid_input"

@@ -54,6 +54,11 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,63}")
 Fail = Callable[[str, str], ConfigError]
 
 
+def shown(name: str) -> str:
+    """A requested source or database name for a message: quoted when it could be one, else not echoed."""
+    return repr(name) if _NAME.fullmatch(name) else "by that name"
+
+
 @dataclass(frozen=True)
 class SourceLimits:
     max_files: int = 500

@@ -29,7 +29,7 @@ from typing import Any
 
 from armarius.canonical import canonical_json
 from armarius.errors import InvalidInput, NotFound, ResearchUnavailable
-from armarius.research.config import IDENTIFIER, DatabaseSource
+from armarius.research.config import IDENTIFIER, DatabaseSource, shown
 from armarius.research.dbdrivers import Column, Driver, Table, open_driver
 
 _COMPARISONS = {"eq": "=", "ne": "<>", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -87,7 +87,7 @@ class DatabaseResearch:
                 raise NotFound("No databases are configured for research.", field="database")
             raise InvalidInput(f"Name the database: one of {names}.", field="database")
         if name not in self._drivers:
-            raise NotFound(f"There is no database {name!r}; configured: {names}.", field="database")
+            raise NotFound(f"There is no database {shown(name)}; configured: {names}.", field="database")
         return self._drivers[name]
 
     # --- catalogue --------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ class DatabaseResearch:
         source, limits = driver.source, driver.source.limits
         table = self._table(driver, request["table"])
         chosen = request.get("columns") or list(table.columns)
-        columns = [_column(table, name, f"columns[{index}]").name for index, name in enumerate(chosen)]
+        columns = [_column(table, name, f"columns.{index}").name for index, name in enumerate(chosen)]
         where, parameters = _where(driver, table, request.get("filters", []))
         order = _order(table, request.get("order_by", []))
         offset = request.get("offset", 0)
@@ -210,20 +210,23 @@ def _column(table: Table, name: str, field: str) -> Column:
 def _where(driver: Driver, table: Table, filters: list[dict[str, Any]]) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     parameters: list[Any] = []
-    mark = driver.placeholder
     for index, item in enumerate(filters):
-        field = f"filters[{index}]"
+        field = f"filters.{index}"
         column = _column(table, item["column"], f"{field}.column")
         op, value, name = item["op"], item["value"], driver.quote(column.name)
+        # SQLite keeps dates as text in whatever form they were written: compare them normalized.
+        sqlite_moment = driver.source.dialect == "sqlite" and column.family == "temporal"
+        normal = _SQLITE_TEMPORAL[_moment_kind(column)] if sqlite_moment else None
+        operand, mark = (f"{normal}({name})", f"{normal}({driver.placeholder})") if normal else (
+            name, driver.placeholder)
         if op == "in":
             if not isinstance(value, list):
                 raise InvalidInput(f"{field}: 'in' takes a list of values.", field=f"{field}.value")
             if len(value) > driver.source.limits.max_in_values:
                 raise InvalidInput(f"{field}: 'in' takes at most {driver.source.limits.max_in_values} values.",
                                    field=f"{field}.value")
-            parameters += [_bound(driver, column, each, f"{field}.value[{number}]")
-                           for number, each in enumerate(value)]
-            clauses.append(f"{name} IN ({', '.join([mark] * len(value))})")
+            parameters += [_bound(driver, column, each, f"{field}.value.{number}") for number, each in enumerate(value)]
+            clauses.append(f"{operand} IN ({', '.join([mark] * len(value))})")
         elif isinstance(value, list):
             raise InvalidInput(f"{field}: {op!r} takes one value; a list goes with 'in'.", field=f"{field}.value")
         elif value is None:
@@ -235,46 +238,63 @@ def _where(driver: Driver, table: Table, filters: list[dict[str, Any]]) -> tuple
             if column.family != "text" or not isinstance(value, str):
                 raise InvalidInput(f"{field}: contains takes a text value and a text column.", field=f"{field}.value")
             clauses.append(f"{name} LIKE {mark} ESCAPE '{_ESCAPE}'")
-            parameters.append(like_pattern(value))
+            parameters.append(like_pattern(_bound(driver, column, value, f"{field}.value")))
         else:
             if op not in {"eq", "ne"} and column.family not in _ORDERED_FAMILIES - {"boolean", "bytes"}:
                 raise InvalidInput(f"{field}: {op} does not apply to a {column.family} column.", field=f"{field}.op")
-            clauses.append(f"{name} {_COMPARISONS[op]} {mark}")
+            clauses.append(f"{operand} {_COMPARISONS[op]} {mark}")
             parameters.append(_bound(driver, column, value, f"{field}.value"))
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), parameters
+
+
+_SQLITE_TEMPORAL = {"datetime": "datetime", "date": "date", "time": "time"}
 
 
 def _bound(driver: Driver, column: Column, value: Any, field: str) -> Any:
     """The value as a parameter of the column's kind; a value that does not fit is refused, not guessed."""
     accepts, convert = _BINDINGS.get(column.family, _BINDINGS["other"])
-    bound = convert(value, driver.source.dialect == "sqlite") if value is not None else None
+    if column.family == "temporal":
+        accepts = _MOMENTS[_moment_kind(column)][0]
+    bound = convert(value, column, driver.source.dialect) if value is not None else None
     if bound is None:
         raise InvalidInput(f"{field}: column {column.name!r} ({column.type}) takes {accepts}.", field=field)
     return bound
 
 
-def _integer(value: Any, _sqlite: bool) -> Any:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+#: What any server can compare an integer parameter with (BIGINT and BIGINT UNSIGNED).
+_INTEGER_RANGE = {"sqlite": (-(2**63), 2**63 - 1), "mariadb": (-(2**63), 2**64 - 1),
+                  "postgresql": (-(2**63), 2**64 - 1)}
+#: Decimal exponents beyond this are nothing a DECIMAL/NUMERIC column holds.
+_DECIMAL_EXPONENT = 1000
 
 
-def _number(value: Any, sqlite: bool, *, exact: bool = True) -> Any:
+def _integer(value: Any, _column: Column, dialect: str) -> Any:
+    low, high = _INTEGER_RANGE[dialect]
+    return value if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high else None
+
+
+def _number(value: Any, column: Column, dialect: str) -> Any:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
+        return _integer(value, column, dialect)
     text = repr(value) if isinstance(value, float) else value
     if not isinstance(text, str) or not _DECIMAL_TEXT.fullmatch(text):
         return None
-    if not exact:
-        return float(text)
-    return text if sqlite else Decimal(text)
+    number = Decimal(text)
+    if abs(number.adjusted()) > _DECIMAL_EXPONENT:
+        return None
+    if column.family == "float":
+        return float(number)
+    return text if dialect == "sqlite" else number
 
 
-def _text(value: Any, _sqlite: bool) -> Any:
-    return value if isinstance(value, str) else None
+def _text(value: Any, _column: Column, _dialect: str) -> Any:
+    # NUL ends a string for SQLite's LIKE and PostgreSQL text cannot hold it: never a value here.
+    return value if isinstance(value, str) and "\x00" not in value else None
 
 
-def _bytes(value: Any, _sqlite: bool) -> Any:
+def _bytes(value: Any, _column: Column, _dialect: str) -> Any:
     if not (isinstance(value, dict) and set(value) == {"base64"} and isinstance(value["base64"], str)):
         return None
     try:
@@ -283,50 +303,70 @@ def _bytes(value: Any, _sqlite: bool) -> Any:
         return None
 
 
-def _moment(value: Any, sqlite: bool) -> Any:
-    parsed = _temporal(value) if isinstance(value, str) else None
-    return value if sqlite and parsed is not None else parsed
-
-
-def _boolean(value: Any, _sqlite: bool) -> Any:
+def _boolean(value: Any, _column: Column, _dialect: str) -> Any:
     return value if isinstance(value, bool) else None
 
 
-def _other(value: Any, _sqlite: bool) -> Any:
-    return value if isinstance(value, str | int | float) and not isinstance(value, bool) else None
+def _other(value: Any, column: Column, dialect: str) -> Any:
+    if isinstance(value, str):
+        return _text(value, column, dialect)
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-_BINDINGS: dict[str, tuple[str, Callable[[Any, bool], Any]]] = {
-    "integer": ("an integer", _integer),
-    "decimal": ("a number (a decimal as a string stays exact)", _number),
-    "float": ("a number", lambda value, sqlite: _number(value, sqlite, exact=False)),
-    "text": ("text", _text),
-    "bytes": ('bytes, written {"base64": "..."} in standard base64', _bytes),
-    "temporal": ("a date or time in ISO 8601 (2024-01-31, 2024-01-31T12:30:00, 12:30:00)", _moment),
-    "boolean": ("true or false", _boolean),
-    "other": ("text or a number", _other),
+_DATE = r"\d{4}-\d{2}-\d{2}"
+_CLOCK = r"\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?"
+_ZONE = r"(Z|[+-]\d{2}:\d{2})"
+#: Per kind of date/time column: what it takes, the forms accepted (without, with an offset), the parser.
+_MOMENTS: dict[str, tuple[str, re.Pattern[str], re.Pattern[str], Callable[[str], Any]]] = {
+    "datetime": ("a date or date and time in ISO 8601 (2024-01-31, 2024-01-31T12:30:00)",
+                 re.compile(f"{_DATE}([T ]{_CLOCK})?"), re.compile(f"{_DATE}[T ]{_CLOCK}{_ZONE}"),
+                 datetime.fromisoformat),
+    "date": ("a date in ISO 8601 (2024-01-31)", re.compile(_DATE), re.compile("(?!)"), date.fromisoformat),
+    "time": ("a time of day in ISO 8601 (12:30:00)", re.compile(_CLOCK), re.compile(_CLOCK + _ZONE),
+             clock.fromisoformat),
 }
 
 
-def _temporal(text: str) -> date | datetime | clock | None:
-    parse: Callable[[str], date | datetime | clock]
-    if len(text) == 10:
-        parse = date.fromisoformat
-    elif len(text) > 10 and text[4:5] == "-":
-        parse = datetime.fromisoformat
-    else:
-        parse = clock.fromisoformat
+def _moment_kind(column: Column) -> str:
+    declared = column.type.lower()
+    if "stamp" in declared or "datetime" in declared:
+        return "datetime"
+    return "date" if "date" in declared else "time"
+
+
+def _moment(value: Any, column: Column, dialect: str) -> Any:
+    """A date or time that fits the column; an offset only where the column keeps one (PostgreSQL
+    ``with time zone``), never silently dropped."""
+    if not isinstance(value, str):
+        return None
+    _accepts, plain, zoned, parse = _MOMENTS[_moment_kind(column)]
+    with_zone = dialect == "postgresql" and "with time zone" in column.type.lower()
+    if not (plain.fullmatch(value) or (with_zone and zoned.fullmatch(value))):
+        return None
     try:
-        return parse(text)
+        parsed = parse(value)
     except ValueError:
         return None
+    return value if dialect == "sqlite" else parsed
+
+
+_BINDINGS: dict[str, tuple[str, Callable[[Any, Column, str], Any]]] = {
+    "integer": ("a whole number within 64 bits", _integer),
+    "decimal": ("a number (a decimal as a string stays exact)", _number),
+    "float": ("a number", _number),
+    "text": ("text without NUL", _text),
+    "bytes": ('bytes, written {"base64": "..."} in standard base64', _bytes),
+    "temporal": ("a date or time in ISO 8601", _moment),
+    "boolean": ("true or false", _boolean),
+    "other": ("text or a number", _other),
+}
 
 
 def _order(table: Table, requested: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """The requested order, then the primary key (or every column) so that pages never overlap."""
     order: list[tuple[str, str]] = []
     for index, item in enumerate(requested):
-        field = f"order_by[{index}].column"
+        field = f"order_by.{index}.column"
         column = _column(table, item["column"], field)
         if column.family not in _ORDERED_FAMILIES:
             raise InvalidInput(f"Rows cannot be ordered by the {column.type} column {column.name!r}.", field=field)

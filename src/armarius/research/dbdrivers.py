@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import re
 import sqlite3
 import threading
 import time
@@ -30,13 +31,15 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
-from armarius.errors import ResearchUnavailable
+from armarius.errors import InternalError, ResearchUnavailable
 from armarius.research.config import DatabaseSource
 
 logger = logging.getLogger("armarius.research")
 
 Family = Literal["integer", "decimal", "float", "text", "bytes", "temporal", "boolean", "other"]
 _IDLE_CONNECTIONS = 4
+#: What the statement builder writes: one SELECT, no statement separator, no comment.
+_SINGLE_SELECT = re.compile(r"SELECT (?:(?!--|/\*|#)[^;])*", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,16 @@ class Driver(ABC):
         """The real columns and keys of those of ``tables`` that exist and can be read."""
 
     def fetch(self, statement: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Run one read-only statement; a connection that died while idle is replaced once."""
+        """Run one ``SELECT`` read-only; anything else is refused unrun (the statement-shape layer)."""
+        if not _SINGLE_SELECT.fullmatch(statement):
+            logger.error("research database %s: a statement that is not a single SELECT was refused unrun",
+                         self.source.name)
+            raise InternalError()
+        return self.fetch_unchecked(statement, parameters)
+
+    def fetch_unchecked(self, statement: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement with only the read-only session and transaction around it (the tests use this
+        to show that those layers hold on their own); a connection that died while idle is replaced once."""
         for attempt in (1, 2):
             with self._connection() as connection:
                 try:
@@ -239,23 +251,20 @@ class MariadbDriver(Driver):
                 raise RuntimeError("multi-statements must be off")
             with connection.cursor() as cursor:
                 cursor.execute("SET SESSION TRANSACTION READ ONLY")
-                if "mariadb" in str(connection.get_server_info()).lower():  # type: ignore[no-untyped-call]
-                    cursor.execute("SET SESSION max_statement_time = %s", (limits.timeout_seconds,))
-                else:
+                if "mariadb" not in str(connection.get_server_info()).lower():  # type: ignore[no-untyped-call]
                     cursor.execute("SET SESSION max_execution_time = %s", (int(limits.timeout_seconds * 1000),))
+                    return _MysqlConnection(connection, None)
+                cursor.execute("SHOW SESSION VARIABLES LIKE 'transaction_read_only'")
+                flag = "transaction_read_only" if cursor.fetchall() else "tx_read_only"  # before MariaDB 11.1
         except BaseException:
             connection.close()
             raise
-        return connection
+        # Read-only and the time limit for each statement itself: no earlier session change can undo them.
+        limit = f"max_statement_time={limits.timeout_seconds:.3f}"
+        return _MysqlConnection(connection, f"SET STATEMENT {flag}=1, {limit} FOR ")
 
     def _run(self, connection: Any, statement: str, parameters: Sequence[Any]) -> list[tuple[Any, ...]]:
-        with connection.cursor() as cursor:
-            cursor.execute("START TRANSACTION READ ONLY")
-            try:
-                cursor.execute(statement, tuple(parameters))
-                rows: list[tuple[Any, ...]] = list(cursor.fetchall())
-            finally:
-                cursor.execute("ROLLBACK")
+        rows: list[tuple[Any, ...]] = connection.run(statement, parameters)
         return rows
 
     def _classify(self, error: BaseException) -> Literal["timeout", "lost", "failed"] | None:
@@ -293,6 +302,38 @@ class MariadbDriver(Driver):
         foreign = [(table, constraint, column, referenced, referenced_column)
                    for table, constraint, column, referenced, referenced_column in keys if referenced is not None]
         return _assemble(tables, columns, primary, foreign)
+
+
+class _MysqlConnection:
+    """A PyMySQL connection and how its statements are made read-only and time-limited.
+
+    MariaDB: ``SET STATEMENT tx_read_only=1, max_statement_time=… FOR SELECT …``, in autocommit,
+    is one read-only transaction with its limit, in one round trip. MySQL has no ``SET
+    STATEMENT``: ``START TRANSACTION READ ONLY`` … ``ROLLBACK`` under the session's
+    ``max_execution_time``.
+    """
+
+    def __init__(self, connection: Any, prefix: str | None) -> None:
+        self._connection, self._prefix = connection, prefix
+
+    def cursor(self) -> Any:
+        return self._connection.cursor()
+
+    def run(self, statement: str, parameters: Sequence[Any]) -> list[tuple[Any, ...]]:
+        arguments = tuple(parameters) or None  # None: no %-formatting of a statement without parameters
+        with self._connection.cursor() as cursor:
+            if self._prefix is not None:
+                cursor.execute(self._prefix + statement, arguments)
+                return list(cursor.fetchall())
+            cursor.execute("START TRANSACTION READ ONLY")
+            try:
+                cursor.execute(statement, arguments)
+                return list(cursor.fetchall())
+            finally:
+                cursor.execute("ROLLBACK")
+
+    def close(self) -> None:
+        self._connection.close()
 
 
 # --- PostgreSQL (psycopg 3) ----------------------------------------------------------------------

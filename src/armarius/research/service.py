@@ -15,7 +15,7 @@ from armarius.auth.permissions import Permission
 from armarius.errors import InvalidInput, NotFound
 from armarius.research import source as source_queries
 from armarius.research.captures import SCHEMA, Capture, build_capture, write_capture
-from armarius.research.config import GitSource, ResearchConfig
+from armarius.research.config import GitSource, ResearchConfig, shown
 from armarius.research.database import DatabaseResearch
 from armarius.store import Database, utc_now
 from armarius.validation import StrictValidator, check, inline_refs
@@ -87,7 +87,8 @@ class ResearchService:
                 return self.config.sources[self._names[0]]
             raise InvalidInput(f"Name the source: one of {', '.join(self._names)}.", field="source")
         if name not in self.config.sources:
-            raise NotFound(f"There is no source {name!r}; configured: {', '.join(self._names)}.", field="source")
+            raise NotFound(f"There is no source {shown(name)}; configured: {', '.join(self._names)}.",
+                           field="source")
         return self.config.sources[name]
 
     def _record(self, actor: Actor, capture: Capture, kind: str, origin: dict[str, Any]) -> None:
