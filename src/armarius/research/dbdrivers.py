@@ -1,13 +1,14 @@
 """Read-only connections to the operator's research databases: one small driver per dialect.
 
 Every statement is read-only three ways. The operator gives a SELECT-only account
-(docs/research.md shows the grants); each connection is read-only for its whole session and each
-statement runs in its own read-only transaction (MariaDB ``START TRANSACTION READ ONLY``,
-PostgreSQL ``BEGIN READ ONLY``, SQLite ``mode=ro`` with ``PRAGMA query_only`` and an authorizer
-that denies anything but reading); and the statements themselves are single ``SELECT``s built by
-:mod:`armarius.research.database` from checked identifiers, with every value bound. Multiple
-statements per call are never enabled. Each statement has a time limit on the server
-(``max_statement_time``, ``statement_timeout``) or, on SQLite, a progress handler.
+(docs/research.md shows the grants). Each connection is read-only for its whole session, and each
+statement runs as its own read-only transaction with its time limit: MariaDB ``SET STATEMENT
+tx_read_only=1, max_statement_time=… FOR …`` (nothing earlier in the session can lift it), MySQL
+``START TRANSACTION READ ONLY``, PostgreSQL ``BEGIN READ ONLY`` under ``statement_timeout``; SQLite
+opens the file ``mode=ro`` with ``PRAGMA query_only``, an authorizer that denies anything but
+reading and a progress handler for the time limit. And :meth:`Driver.fetch` runs only a single
+``SELECT`` without ``;`` or comments, as :mod:`armarius.research.database` builds them from checked
+identifiers with every value bound. Multiple statements per call are never enabled.
 
 Driver messages can carry hosts, user names and values, so none reaches a caller or a log: a
 failure becomes ``research_unavailable`` naming the database and an error class only.
