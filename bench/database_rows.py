@@ -1,5 +1,5 @@
-"""Database research figures (/work/shared/BENCHMARKS.md, "Database research"): ``database.rows`` and
-``database.count`` on MariaDB next to the same statement through the bare driver (PyMySQL).
+"""Database research figures: ``database.rows`` and ``database.count`` on MariaDB next to the same
+statement through the bare driver (PyMySQL).
 
 Setup: a fresh MariaDB database ``armarius_bench_<hex>`` with one table ``creature`` of ``--rows`` rows
 (default 1,000,000, loaded with ``INSERT ... SELECT`` from the Sequence engine), an index on
@@ -25,7 +25,7 @@ stdio):
 
 "same" repeats the identical query: after the first call the capture already exists and only an
 existence check is made. "varying" cycles through 2,000 (faction, level) pairs, a distinct query per
-call and layer, so every call writes (and fsyncs) a new capture file; its bare figure runs the
+call and layer, so every call writes a new capture file; its bare figure runs the
 service's pairs. The target: service p50 <= 1.5x bare p50.
 
     .venv/bin/python bench/database_rows.py [--rows 1000000] [--iterations 300] [--scan-iterations 15]

@@ -1,7 +1,7 @@
 """Memory figures on SQLite and PostgreSQL: remember per second, recall latency, and our overhead.
 
-The workloads are those of /work/shared/BENCHMARKS.md ("Text and queries", "Memory"); the corpus
-is bench/corpus.py. For each engine and each corpus size (cumulative: the 100,000 corpus is the
+The workloads are the project's "Text and queries" and "Memory" benchmarks; the corpus is
+bench/corpus.py. For each engine and each corpus size (cumulative: the 100,000 corpus is the
 10,000 one plus 90,000 more documents) the benchmark measures
 
 * remember per second from one client through the service layer (``app.memory.remember``, new
