@@ -209,8 +209,10 @@ class BareSearch:
         if self.dialect == "sqlite":
             self._sqlite = sqlite3.connect(settings.sqlite_path)
         else:
-            # The owner (a superuser here): no row-level security; recall's SQL filters by workspace itself.
+            # The owner (a superuser here): no row-level security. Recall's search function admits only the
+            # session's workspace, as the server sets it per transaction.
             self._postgres = psycopg.connect(settings.database_migrate_url or "", autocommit=True)
+            self._postgres.execute("SELECT set_config('armarius.workspace_id', %s, false)", (str(workspace_id),))
 
     def _run(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         if self._sqlite is not None:
