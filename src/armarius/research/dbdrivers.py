@@ -255,6 +255,7 @@ class MariadbDriver(Driver):
                 if "mariadb" not in str(connection.get_server_info()).lower():  # type: ignore[no-untyped-call]
                     cursor.execute("SET SESSION max_execution_time = %s", (int(limits.timeout_seconds * 1000),))
                     return _MysqlConnection(connection, None)
+                cursor.execute("SET SESSION max_statement_time = %s", (limits.timeout_seconds,))  # the catalogue's
                 cursor.execute("SHOW SESSION VARIABLES LIKE 'transaction_read_only'")
                 flag = "transaction_read_only" if cursor.fetchall() else "tx_read_only"  # before MariaDB 11.1
         except BaseException:
