@@ -369,3 +369,32 @@ def test_dates_match_in_either_iso_form_and_offsets_are_never_dropped(world: Res
         row["id"] for row in game.QUESTS if row["starts_at"] is not None and row["starts_at"] >= date(2024, 2, 28))
     assert refusal(world, {"kind": "database.rows", "table": "quest_template", "filters": [
         {"column": "starts_at", "op": "eq", "value": "2024-02-28T00:00:00"}]}).code == "invalid_input"
+
+
+SERVERS = [pytest.param("mariadb", marks=pytest.mark.mariadb), pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+@pytest.mark.parametrize("world_server", SERVERS, indirect=True)
+def test_a_pooled_connection_the_server_dropped_is_replaced(world_server: WorldServer, tmp_path: Path) -> None:
+    service = open_world_service(tmp_path, world_server)
+    first = entries(service, {"column": "entry", "op": "le", "value": 3})
+    owner = game.connect(world_server, "owner")
+    try:
+        cursor = owner.cursor()
+        if world_server.dialect == "mariadb":
+            cursor.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s",
+                           (world_server.reader_user,))
+            sessions = [row[0] for row in cursor.fetchall()]
+            for session in sessions:
+                cursor.execute(f"KILL CONNECTION {int(session)}")
+        else:
+            owner.autocommit = True
+            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                           (world_server.reader_user,))
+            sessions = cursor.fetchall()
+    finally:
+        owner.close()
+    assert sessions, "the service kept its connection open"
+    assert entries(service, {"column": "entry", "op": "le", "value": 3}) == first == [1, 2, 3]
+    assert entries(service, {"column": "entry", "op": "eq", "value": 2}) == [2]
+    service.close()

@@ -118,21 +118,21 @@ class Driver(ABC):
         """Run one statement with only the read-only session and transaction around it (the tests use this
         to show that those layers hold on their own); a connection that died while idle is replaced once."""
         for attempt in (1, 2):
-            with self._connection() as connection:
-                try:
+            try:
+                with self._connection() as connection:  # a connection that failed is closed, never pooled
                     return self._run(connection, statement, parameters)
-                except Exception as error:
-                    if self._retry(error, connection) and attempt == 1:
-                        continue
-                    raise self._unavailable(error) from None
+            except Exception as error:
+                if attempt == 1 and self._classify(error) == "lost":
+                    continue
+                raise self._unavailable(error) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def catalogue(self) -> dict[str, Table]:
-        with self._connection() as connection:
-            try:
+        try:
+            with self._connection() as connection:
                 return self._catalogue(connection, self.source.tables)
-            except Exception as error:
-                raise self._unavailable(error) from None
+        except Exception as error:
+            raise self._unavailable(error) from None
 
     def close(self) -> None:
         with self._lock:
@@ -161,10 +161,6 @@ class Driver(ABC):
                         connection = None
             if connection is not None:
                 _close_quietly(connection)
-
-    def _retry(self, error: Exception, connection: Any) -> bool:
-        _close_quietly(connection)
-        return self._classify(error) == "lost"
 
     def _unavailable(self, error: BaseException, *, connecting: bool = False) -> BaseException:
         kind = self._classify(error)
