@@ -61,6 +61,7 @@ def world_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 def open_world_service(folder: Path, server: WorldServer, **entry: Any) -> ResearchService:
     """A research service over ``server`` alone (its reader login unless ``login`` says otherwise)."""
     login = entry.pop("login", "reader")
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / "research.toml"
     path.write_text(toml_text([database_entry(server, login=login, **entry)]), encoding="utf-8")
     return ResearchService(load_research_config(path, password_environ(server, login)),

@@ -92,12 +92,22 @@ def test_schema_reports_the_real_columns_and_keys(world: ResearchService, world_
     assert scripts["primary_key"] == ["entryorguid", "source_type", "id", "link"]
     quests = world.query({"kind": "database.schema", "table": "quest_template"})["result"]
     assert quests["foreign_keys"] == [{"columns": ["reward_item"], "table": "item_template", "references": ["entry"]}]
+    indexed = {(tuple(index["columns"]), index["unique"]) for index in creature["indexes"]}
+    assert indexed == {(("entry",), True), (("faction",), False), (("minlevel",), False),
+                       (("faction", "minlevel"), False)}
+    assert [(index["columns"], index["unique"]) for index in scripts["indexes"]] == [
+        (["entryorguid", "source_type", "id", "link"], True)]
 
 
 def test_a_column_allowlist_hides_the_other_columns_everywhere(world_server: WorldServer, tmp_path: Path) -> None:
     service = open_world_service(tmp_path, world_server, columns={"item_template": ["entry", "name"]})
     schema = service.query({"kind": "database.schema", "table": "item_template"})["result"]
     assert [column["name"] for column in schema["columns"]] == ["entry", "name"]
+    creatures = open_world_service(tmp_path / "hidden", world_server, columns={"creature_template": ["entry", "name",
+                                                                                                     "faction"]})
+    indexes = creatures.query({"kind": "database.schema", "table": "creature_template"})["result"]["indexes"]
+    assert sorted(index["columns"] for index in indexes) == [["entry"], ["faction"]]  # none on a hidden column
+    creatures.close()
     assert rows_of(service, "item_template", limit=1)["columns"] == ["entry", "name"]
     for query in ({"columns": ["description"]}, {"filters": [{"column": "quality", "op": "eq", "value": 1}]},
                   {"order_by": [{"column": "buy_price"}]}):

@@ -19,21 +19,21 @@ TOOLS = [
     ToolSpec(
         name="project_query",
         description=(
-            "Investigate the project: its source at the commit the operator pinned (never the working tree) "
-            "and its databases, read-only. arguments follows the project-query-v1 schema. Source: "
-            "{kind: 'source.files', substring} lists paths; {kind: 'source.search', text, path_prefix?} finds a "
-            "literal text; {kind: 'source.symbol', symbol} finds a whole word; {kind: 'source.registration', "
-            "symbol} gives starting points for where it is registered; {kind: 'source.schema', text} searches SQL "
-            "files; {kind: 'source.read', path, start_line, end_line} reads lines. Hits are lexical: they prove no "
-            "definition or execution. Databases: {kind: 'database.tables'} lists the allowlisted tables; "
-            "{kind: 'database.schema', table} gives columns, kinds and keys; {kind: 'database.rows', table, "
+            "Investigate the project: its source at the commit the operator pinned (never the working tree) and its "
+            "databases, read-only. arguments follows the project-query-v1 schema. Source: {kind: 'source.files', "
+            "substring} lists paths; {kind: 'source.search', text, path_prefix?} finds a literal text; {kind: "
+            "'source.symbol', symbol} finds a whole word; {kind: 'source.registration', symbol} gives starting points"
+            " for where it is registered; {kind: 'source.schema', text} searches SQL files; {kind: 'source.read', "
+            "path, start_line, end_line} reads lines. Hits are lexical: they prove no definition or execution. "
+            "Databases: {kind: 'database.tables'} lists the allowlisted tables; {kind: 'database.schema', table} "
+            "gives columns, kinds, keys and indexes (filter on indexed columns); {kind: 'database.rows', table, "
             "columns?, filters?: [{column, op: eq|ne|lt|le|gt|ge|contains|in, value}], order_by?: [{column, "
             "direction}], offset?, limit?} reads a page; {kind: 'database.count', table, filters?} counts. Filters "
-            "join with AND; null with eq/ne is IS NULL/IS NOT NULL; give decimals as strings to keep them exact. "
-            "Add source or database when several are configured. complete: false / complete_filtered_rows: false "
-            "means something was cut or paged (see next_offset); only a complete answer with nothing found is "
-            "evidence of absence, and only for that snapshot and predicate. Every answer is saved as a capture "
-            "(its id is returned)."
+            "join with AND; null with eq/ne is IS NULL/IS NOT NULL; give decimals as strings to keep them exact. Add "
+            "source or database when several are configured. complete: false / complete_filtered_rows: false means "
+            "something was cut or paged (see next_offset); only a complete answer with nothing found is evidence of "
+            "absence, and only for that snapshot and predicate. Every answer is saved as a capture (its id is "
+            "returned)."
         ),
         handler=_query,
         permission=Permission.RESEARCH_QUERY,

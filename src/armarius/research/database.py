@@ -140,6 +140,8 @@ class DatabaseResearch:
                              for key in table.foreign_keys
                              if key.table in allowed and set(key.columns) <= set(table.columns)
                              and set(key.references) <= set(allowed[key.table].columns)],
+            "indexes": [{"name": index.name, "columns": list(index.columns), "unique": index.unique}
+                        for index in table.indexes if set(index.columns) <= set(table.columns)],
         }
 
     def _rows(self, driver: Driver, request: dict[str, Any]) -> dict[str, Any]:
@@ -194,7 +196,7 @@ def _visible(table: Table, allowlist: tuple[str, ...] | None) -> Table:
         return table
     columns = {name: column for name, column in table.columns.items() if name in allowlist}
     return Table(table.name, columns, table.primary_key if set(table.primary_key) <= set(columns) else (),
-                 table.foreign_keys)
+                 table.foreign_keys, table.indexes)
 
 
 def _column(table: Table, name: str, field: str) -> Column:

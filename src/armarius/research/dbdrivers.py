@@ -59,11 +59,20 @@ class ForeignKey:
 
 
 @dataclass(frozen=True)
+class Index:
+    name: str
+    columns: tuple[str, ...]
+    unique: bool
+
+
+@dataclass(frozen=True)
 class Table:
     name: str
     columns: dict[str, Column]
     primary_key: tuple[str, ...]
     foreign_keys: tuple[ForeignKey, ...]
+    #: Indexes on plain columns (an index on an expression is left out): what filters and orders are fast.
+    indexes: tuple[Index, ...] = ()
 
 
 class Driver(ABC):
@@ -296,10 +305,17 @@ class MariadbDriver(Driver):
             )
             keys = [(table, constraint, column, referenced, referenced_column)
                     for table, constraint, column, referenced, referenced_column in cursor.fetchall()]
+            cursor.execute(
+                "SELECT TABLE_NAME, INDEX_NAME, COLUMN_NAME, NON_UNIQUE = 0 FROM information_schema.STATISTICS "
+                f"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ({marks}) "
+                "ORDER BY TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX",
+                tuple(tables),
+            )
+            indexes = [(table, index, column, bool(unique)) for table, index, column, unique in cursor.fetchall()]
         primary = [(table, column) for table, constraint, column, _, _ in keys if constraint == "PRIMARY"]
         foreign = [(table, constraint, column, referenced, referenced_column)
                    for table, constraint, column, referenced, referenced_column in keys if referenced is not None]
-        return _assemble(tables, columns, primary, foreign)
+        return _assemble(tables, columns, primary, foreign, indexes)
 
 
 class _MysqlConnection:
@@ -364,6 +380,17 @@ LEFT JOIN pg_catalog.pg_attribute fa ON fa.attrelid = k.confrelid AND fa.attnum 
 WHERE n.nspname = %s AND c.relname = ANY(%s) AND k.contype IN ('p', 'f')
 ORDER BY c.relname, k.conname, key.position
 """
+_POSTGRES_INDEXES = """
+SELECT c.relname, i.relname, a.attname, x.indisunique
+FROM pg_catalog.pg_index x
+JOIN pg_catalog.pg_class c ON c.oid = x.indrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid
+CROSS JOIN LATERAL unnest(x.indkey::int2[]) WITH ORDINALITY AS key(number, position)
+LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = key.number AND key.number > 0
+WHERE n.nspname = %s AND c.relname = ANY(%s) AND key.position <= x.indnkeyatts
+ORDER BY c.relname, i.relname, key.position
+"""
 
 
 class PostgresDriver(Driver):
@@ -415,12 +442,14 @@ class PostgresDriver(Driver):
                            for table, name, column_type, type_name, category, nullable in cursor.fetchall()]
                 cursor.execute(_POSTGRES_KEYS, (self.source.schema, list(tables)))
                 keys = cursor.fetchall()
+                cursor.execute(_POSTGRES_INDEXES, (self.source.schema, list(tables)))
+                indexes = cursor.fetchall()
         finally:
             connection.rollback()
         primary = [(table, column) for table, kind, _, column, _, _ in keys if kind == "p"]
         foreign = [(table, name, column, referenced, referenced_column)
                    for table, kind, name, column, referenced, referenced_column in keys if kind == "f"]
-        return _assemble(tables, columns, primary, foreign)
+        return _assemble(tables, columns, primary, foreign, indexes)
 
 
 def _postgres_family(type_name: str, category: str) -> Family:
@@ -430,7 +459,7 @@ def _postgres_family(type_name: str, category: str) -> Family:
 # --- SQLite --------------------------------------------------------------------------------------
 
 _SQLITE_READING = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_TRANSACTION}
-_SQLITE_PRAGMAS = {"table_info", "foreign_key_list"}
+_SQLITE_PRAGMAS = {"table_info", "foreign_key_list", "index_list", "index_info"}
 _PROGRESS_STEPS = 10_000
 
 
@@ -488,6 +517,7 @@ class SqliteDriver(Driver):
         columns: list[tuple[str, Column]] = []
         primary: list[tuple[int, str, str]] = []
         foreign: list[tuple[str, str, str, str, str]] = []
+        indexes: list[tuple[str, str, str | None, bool]] = []
         for table in present:
             for name, declared, not_null, key in connection.run(
                     'SELECT name, type, "notnull", pk FROM pragma_table_info(?) ORDER BY cid', (table,), None):
@@ -498,7 +528,10 @@ class SqliteDriver(Driver):
                     'SELECT id, "from", "table", "to" FROM pragma_foreign_key_list(?) ORDER BY id, seq', (table,),
                     None):
                 foreign.append((table, str(number), source_column, referenced, referenced_column))
-        return _assemble(tables, columns, [(table, name) for _, table, name in sorted(primary)], foreign)
+            for index, unique in connection.run('SELECT name, "unique" FROM pragma_index_list(?)', (table,), None):
+                indexes += [(table, index, name, bool(unique)) for (name,) in connection.run(
+                    "SELECT name FROM pragma_index_info(?) ORDER BY seqno", (index,), None)]
+        return _assemble(tables, columns, [(table, name) for _, table, name in sorted(primary)], foreign, indexes)
 
 
 class _SqliteConnection:
@@ -539,7 +572,8 @@ def _sqlite_family(declared: str) -> Family:
 # --- shared --------------------------------------------------------------------------------------
 
 def _assemble(tables: Sequence[str], columns: list[tuple[str, Column]], primary: list[tuple[str, str]],
-              foreign: list[tuple[str, str, str, str, str]]) -> dict[str, Table]:
+              foreign: list[tuple[str, str, str, str, str]], indexes: list[tuple[str, str, str | None, bool]]
+              ) -> dict[str, Table]:
     """Tables from catalogue rows; a table the server reports under another spelling is not ours."""
     wanted = set(tables)
     found: dict[str, dict[str, Column]] = {}
@@ -554,11 +588,17 @@ def _assemble(tables: Sequence[str], columns: list[tuple[str, Column]], primary:
         entry = links.setdefault((table, constraint), ([], referenced, []))
         entry[0].append(name)
         entry[2].append(referenced_column)
+    indexed: dict[tuple[str, str], tuple[list[str | None], bool]] = {}
+    for table, index, indexed_column, unique in indexes:
+        indexed.setdefault((table, index), ([], unique))[0].append(indexed_column)
     return {
         table: Table(
             name=table, columns=found[table], primary_key=tuple(keys.get(table, ())),
             foreign_keys=tuple(ForeignKey(tuple(cols), referenced, tuple(refs))
                                for (owner, _), (cols, referenced, refs) in sorted(links.items()) if owner == table),
+            indexes=tuple(Index(index, tuple(filter(None, names)), unique)
+                          for (owner, index), (names, unique) in sorted(indexed.items())
+                          if owner == table and None not in names),
         )
         for table in tables if table in found
     }
