@@ -1,0 +1,2 @@
+-- PostgreSQL only (the row estimate of its search function); SQLite has nothing to change. The
+-- version is kept so that both engines count the same migrations.
