@@ -408,3 +408,36 @@ def test_a_pooled_connection_the_server_dropped_is_replaced(world_server: WorldS
     assert entries(service, {"column": "entry", "op": "le", "value": 3}) == first == [1, 2, 3]
     assert entries(service, {"column": "entry", "op": "eq", "value": 2}) == [2]
     service.close()
+
+
+def test_each_kind_needs_its_kind_of_configuration(world: ResearchService, tmp_path: Path) -> None:
+    no_source = refusal(world, {"kind": "source.files", "substring": "src"})
+    assert (no_source.code, no_source.details) == ("not_found", {"field": "source"})
+    from tests.research.repos import build_repo, open_service
+
+    sources_only = open_service(tmp_path / "sources", build_repo(tmp_path / "repo"))
+    no_database = refusal(sources_only, {"kind": "database.tables"})
+    assert (no_database.code, no_database.details) == ("not_found", {"field": "database"})
+    assert refusal(sources_only, {"kind": "database.rows", "table": "creature_template"}).code == "not_found"
+
+
+def test_with_two_databases_a_query_names_one(world_server: WorldServer, tmp_path: Path) -> None:
+    path = tmp_path / "research.toml"
+    path.write_text(game.toml_text([game.database_entry(world_server),
+                                    game.database_entry(world_server, name="copy", snapshot="copy-7",
+                                                        tables=["item_template"])]), encoding="utf-8")
+    from armarius.research.config import load_research_config
+
+    service = ResearchService(load_research_config(path, game.password_environ(world_server)),
+                              evidence_dir=tmp_path / "evidence")
+    listed = service.query({"kind": "database.tables"})
+    assert [(entry["database"], entry["tables"]) for entry in listed["result"]["databases"]] == [
+        ("world", list(game.ALLOWLISTED)), ("copy", ["item_template"])]
+    assert [origin["snapshot"] for origin in listed["origin"]["databases"]] == ["world-1", "copy-7"]
+    unnamed = refusal(service, {"kind": "database.count", "table": "item_template"})
+    assert (unnamed.code, unnamed.details) == ("invalid_input", {"field": "database"})
+    counted = service.query({"kind": "database.count", "database": "copy", "table": "item_template"})
+    assert (counted["result"]["count"], counted["origin"]["snapshot"]) == (40, "copy-7")
+    assert refusal(service, {"kind": "database.count", "database": "copy", "table": "quest_template"}
+                   ).code == "not_found"
+    service.close()

@@ -62,7 +62,9 @@ class DatabaseResearch:
     def run(self, request: dict[str, Any]) -> dict[str, Any]:
         """The answer to one validated ``database.*`` query, with its ``origin``."""
         kind = request["kind"]
-        if kind == "database.tables" and "database" not in request and len(self._drivers) != 1:
+        if not self._drivers:
+            raise NotFound("No databases are configured for research.", field="database")
+        if kind == "database.tables" and "database" not in request and len(self._drivers) > 1:
             listed = [self._tables(driver) for driver in self._drivers.values()]
             origins = [_origin(self.databases[entry["database"]]) for entry in listed]
             return {"kind": kind, "origin": {"kind": "database", "databases": origins}, "databases": listed}
@@ -79,12 +81,10 @@ class DatabaseResearch:
         return {"kind": kind, "origin": _origin(driver.source), **answer}
 
     def _driver(self, name: str | None) -> Driver:
-        names = ", ".join(self._drivers) or "(none)"
+        names = ", ".join(self._drivers)
         if name is None:
             if len(self._drivers) == 1:
                 return next(iter(self._drivers.values()))
-            if not self._drivers:
-                raise NotFound("No databases are configured for research.", field="database")
             raise InvalidInput(f"Name the database: one of {names}.", field="database")
         if name not in self._drivers:
             raise NotFound(f"There is no database {shown(name)}; configured: {names}.", field="database")
