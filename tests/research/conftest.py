@@ -17,13 +17,13 @@ from armarius.research.service import ResearchService
 from tests.conftest import service_missing
 from tests.research.repos import Repo, build_repo, source_entry, write_config
 from tests.research.world import (
+    Login,
     WorldServer,
     build_sqlite_world,
     database_entry,
     mariadb_world,
     password_environ,
     postgres_world,
-    toml_text,
 )
 
 
@@ -58,13 +58,12 @@ def world_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         context.__exit__(None, None, None)
 
 
-def open_world_service(folder: Path, server: WorldServer, **entry: Any) -> ResearchService:
-    """A research service over ``server`` alone (its reader login unless ``login`` says otherwise)."""
-    login = entry.pop("login", "reader")
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "research.toml"
-    path.write_text(toml_text([database_entry(server, login=login, **entry)]), encoding="utf-8")
-    return ResearchService(load_research_config(path, password_environ(server, login)),
+def open_world_service(folder: Path, server: WorldServer, *, login: Login = "reader",
+                       environ: dict[str, str] | None = None, **entry: Any) -> ResearchService:
+    """A research service over ``server`` alone, as ``login``, its password in ``environ`` (default: the
+    right one)."""
+    path = write_config(folder / "research.toml", databases=[database_entry(server, login=login, **entry)])
+    return ResearchService(load_research_config(path, password_environ(server, login) if environ is None else environ),
                            evidence_dir=folder / "evidence")
 
 

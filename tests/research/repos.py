@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -244,17 +245,22 @@ def bulk_hits() -> list[tuple[str, int]]:
 
 
 def _toml(value: Any) -> str:
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    return json.dumps(value)
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{key} = {_toml(inner)}" for key, inner in value.items()) + " }"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(inner) for inner in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
 
 
-def write_config(path: Path, sources: list[dict[str, Any]], **top: Any) -> Path:
-    """A research TOML file with these [[sources]] tables (values written as given, unchecked)."""
+def write_config(path: Path, sources: Sequence[dict[str, Any]] = (), *, databases: Sequence[dict[str, Any]] = (),
+                 **top: Any) -> Path:
+    """A research TOML file with these [[sources]] and [[databases]] tables (values written as given,
+    unchecked)."""
     lines = [f"{key} = {_toml(value)}" for key, value in top.items()]
-    for source in sources:
-        lines.append("[[sources]]")
-        lines += [f"{key} = {_toml(value)}" for key, value in source.items()]
+    for table, entries in (("sources", sources), ("databases", databases)):
+        for entry in entries:
+            lines.append(f"[[{table}]]")
+            lines += [f"{key} = {_toml(value)}" for key, value in entry.items()]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

@@ -12,7 +12,7 @@ import pytest
 
 from armarius.errors import ConfigError
 from armarius.research.config import DatabaseLimits, load_research_config
-from tests.research.world import toml_text
+from tests.research.repos import write_config
 
 PASSWORD = "pw-Very$ecret-7781"
 ENVIRON = {"WORLD_DB_PASSWORD": PASSWORD}
@@ -26,9 +26,7 @@ def server_entry(**changes: Any) -> dict[str, Any]:
 
 
 def write(tmp_path: Path, *entries: dict[str, Any]) -> Path:
-    path = tmp_path / "research.toml"
-    path.write_text(toml_text(entries), encoding="utf-8")
-    return path
+    return write_config(tmp_path / "research.toml", databases=entries)
 
 
 def refused(path: Path, environ: dict[str, str] | None = None) -> ConfigError:

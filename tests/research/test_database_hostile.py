@@ -28,7 +28,6 @@ from typing import Any
 import pytest
 
 from armarius.errors import ArmariusError, InternalError, ResearchUnavailable
-from armarius.research.config import load_research_config
 from armarius.research.dbdrivers import Driver
 from armarius.research.service import ResearchService
 from tests.research.conftest import open_world_service
@@ -40,11 +39,8 @@ from tests.research.world import (
     SMART_SCRIPTS,
     TABLES,
     WorldServer,
-    database_entry,
     owner_count,
     owner_rows,
-    password_environ,
-    toml_text,
 )
 
 ORIGINAL_COUNTS = {"creature_template": 60, "item_template": 40, "quest_template": 30, "smart_scripts": 120,
@@ -728,12 +724,6 @@ def forbidden_strings(server: WorldServer, *extra: str) -> list[str]:
     return found
 
 
-def service_with(folder: Path, server: WorldServer, environ: dict[str, str], **entry: Any) -> ResearchService:
-    path = folder / "research.toml"
-    path.write_text(toml_text([database_entry(server, **entry)]), encoding="utf-8")
-    return ResearchService(load_research_config(path, environ), evidence_dir=folder / "evidence")
-
-
 def assert_failure_is_clean(service: ResearchService, forbidden: list[str], caplog: pytest.LogCaptureFixture,
                             reason: str) -> None:
     caplog.clear()
@@ -758,7 +748,7 @@ def test_a_refused_login_names_no_credentials(world_server: WorldServer, tmp_pat
                                               caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="armarius.research")
     wrong = "wrong-" + secrets.token_hex(12)
-    service = service_with(tmp_path, world_server, {PASSWORD_VARIABLE: wrong})
+    service = open_world_service(tmp_path, world_server, environ={PASSWORD_VARIABLE: wrong})
     try:
         assert_failure_is_clean(service, forbidden_strings(world_server, wrong), caplog, "connect")
     finally:
@@ -774,11 +764,11 @@ def test_an_unreachable_server_names_no_credentials(world_server: WorldServer, t
         copy = tmp_path / "copy" / "world-copy.sqlite"
         copy.parent.mkdir()
         shutil.copyfile(world_server.path, copy)
-        service = service_with(tmp_path, world_server, {}, path=str(copy))
+        service = open_world_service(tmp_path, world_server, environ={}, path=str(copy))
         copy.unlink()
         forbidden = [*forbidden_strings(world_server), str(copy), copy.name, str(copy.parent)]
     else:
-        service = service_with(tmp_path, world_server, password_environ(world_server), port=1)
+        service = open_world_service(tmp_path, world_server, port=1)
         forbidden = [*forbidden_strings(world_server), f"{world_server.host}:1"]
     try:
         assert_failure_is_clean(service, forbidden, caplog, "connect")

@@ -18,12 +18,14 @@ from armarius.auth.permissions import Role
 from armarius.config import Settings
 from armarius.errors import ArmariusError
 from armarius.research.captures import verify_capture
+from armarius.research.config import load_research_config
 from armarius.research.database import ABSENCE_NOTE
 from armarius.research.service import ResearchService
 from tests.cli.test_cli import Cli
 from tests.helpers import OwnerSQL, agent_of, make_team
 from tests.research import world as game
 from tests.research.conftest import open_world_service
+from tests.research.repos import build_repo, open_service, write_config
 from tests.research.world import WorldServer
 
 CREATURES = {row["entry"]: row for row in game.CREATURES}
@@ -318,9 +320,7 @@ def test_captures_name_the_database_and_snapshot_only(world: ResearchService, wo
 
 @pytest.mark.anyio
 async def test_agents_query_databases_through_the_tool(app: Armarius, world_server: WorldServer) -> None:
-    config = app.settings.data_dir / "research.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(game.toml_text([game.database_entry(world_server)]), encoding="utf-8")
+    write_config(app.settings.data_dir / "research.toml", databases=[game.database_entry(world_server)])
     application = open_app(replace(app.settings, research_config=Path("research.toml"),
                                    environ=game.password_environ(world_server)))
     try:
@@ -343,9 +343,7 @@ async def test_agents_query_databases_through_the_tool(app: Armarius, world_serv
 
 
 def test_the_cli_answers_a_database_query(world_server: WorldServer, tmp_path: Path) -> None:
-    config = tmp_path / "conf" / "research.toml"
-    config.parent.mkdir()
-    config.write_text(game.toml_text([game.database_entry(world_server)]), encoding="utf-8")
+    config = write_config(tmp_path / "conf" / "research.toml", databases=[game.database_entry(world_server)])
     query = tmp_path / "query.json"
     query.write_text(json.dumps({"kind": "database.rows", "table": "creature_template", "columns": ["entry", "name"],
                                  "filters": [{"column": "entry", "op": "eq", "value": 2}]}))
@@ -413,8 +411,6 @@ def test_a_pooled_connection_the_server_dropped_is_replaced(world_server: WorldS
 def test_each_kind_needs_its_kind_of_configuration(world: ResearchService, tmp_path: Path) -> None:
     no_source = refusal(world, {"kind": "source.files", "substring": "src"})
     assert (no_source.code, no_source.details) == ("not_found", {"field": "source"})
-    from tests.research.repos import build_repo, open_service
-
     sources_only = open_service(tmp_path / "sources", build_repo(tmp_path / "repo"))
     no_database = refusal(sources_only, {"kind": "database.tables"})
     assert (no_database.code, no_database.details) == ("not_found", {"field": "database"})
@@ -422,12 +418,9 @@ def test_each_kind_needs_its_kind_of_configuration(world: ResearchService, tmp_p
 
 
 def test_with_two_databases_a_query_names_one(world_server: WorldServer, tmp_path: Path) -> None:
-    path = tmp_path / "research.toml"
-    path.write_text(game.toml_text([game.database_entry(world_server),
-                                    game.database_entry(world_server, name="copy", snapshot="copy-7",
-                                                        tables=["item_template"])]), encoding="utf-8")
-    from armarius.research.config import load_research_config
-
+    path = write_config(tmp_path / "research.toml", databases=[
+        game.database_entry(world_server),
+        game.database_entry(world_server, name="copy", snapshot="copy-7", tables=["item_template"])])
     service = ResearchService(load_research_config(path, game.password_environ(world_server)),
                               evidence_dir=tmp_path / "evidence")
     listed = service.query({"kind": "database.tables"})

@@ -13,6 +13,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from tests.e2e.servers import run_cli
 from tests.research import world as game
+from tests.research.repos import write_config
 from tests.research.world import WorldServer
 
 pytestmark = pytest.mark.anyio
@@ -32,7 +33,7 @@ def prepared_data_folder(folder: Path) -> str:
 async def test_an_agent_reads_rows_over_stdio(world_server: WorldServer, tmp_path: Path) -> None:
     data = tmp_path / "data"
     token = prepared_data_folder(data)
-    (data / "research.toml").write_text(game.toml_text([game.database_entry(world_server)]), encoding="utf-8")
+    write_config(data / "research.toml", databases=[game.database_entry(world_server)])
     parameters = StdioServerParameters(
         command=sys.executable, args=["-m", "armarius", "--data-dir", str(data), "mcp"],
         env={"ARMARIUS_TOKEN": token, "ARMARIUS_RESEARCH_CONFIG": "research.toml",

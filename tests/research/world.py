@@ -22,7 +22,6 @@ dropped on exit. Run this file to check the whole thing by hand.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -656,19 +655,6 @@ def database_entry(server: WorldServer, *, name: str = "world", login: Login = "
 def password_environ(server: WorldServer, login: Login = "reader") -> dict[str, str]:
     """The environment that holds the password ``database_entry`` names."""
     return {PASSWORD_VARIABLE: _credentials(server, login)[1] or ""}
-
-
-def toml_text(entries: Sequence[dict[str, Any]], key: str = "databases") -> str:
-    """``[[key]]`` tables as TOML (strings, numbers, lists of strings and one level of inline tables)."""
-    def value(item: Any) -> str:
-        if isinstance(item, dict):
-            return "{ " + ", ".join(f"{name} = {value(inner)}" for name, inner in item.items()) + " }"
-        if isinstance(item, list | tuple):
-            return "[" + ", ".join(value(inner) for inner in item) + "]"
-        return json.dumps(item) if isinstance(item, str | bool) else str(item)
-
-    return "".join(f"[[{key}]]\n" + "".join(f"{name} = {value(item)}\n" for name, item in entry.items()) + "\n"
-                   for entry in entries)
 
 
 if __name__ == "__main__":
