@@ -218,7 +218,7 @@ def _where(driver: Driver, table: Table, filters: list[dict[str, Any]]) -> tuple
         op, value, name = item["op"], item["value"], driver.quote(column.name)
         # SQLite keeps dates as text in whatever form they were written: compare them normalized.
         sqlite_moment = driver.source.dialect == "sqlite" and column.family == "temporal"
-        normal = _SQLITE_TEMPORAL[_moment_kind(column)] if sqlite_moment else None
+        normal = _moment_kind(column) if sqlite_moment else None  # SQLite's datetime(), date() or time()
         operand, mark = (f"{normal}({name})", f"{normal}({driver.placeholder})") if normal else (
             name, driver.placeholder)
         if op == "in":
@@ -247,9 +247,6 @@ def _where(driver: Driver, table: Table, filters: list[dict[str, Any]]) -> tuple
             clauses.append(f"{operand} {_COMPARISONS[op]} {mark}")
             parameters.append(_bound(driver, column, value, f"{field}.value"))
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), parameters
-
-
-_SQLITE_TEMPORAL = {"datetime": "datetime", "date": "date", "time": "time"}
 
 
 def _bound(driver: Driver, column: Column, value: Any, field: str) -> Any:
@@ -418,11 +415,9 @@ def json_value(value: Any, limit: int) -> tuple[Any, bool]:
         if len(data) > limit:
             cell["truncated"] = True
         return cell, len(data) > limit
-    return json_value(_scalar(value), limit) if not isinstance(value, float) else (_float(value), False)
-
-
-def _float(value: float) -> float | str:
-    return value if math.isfinite(value) else str(value)
+    if isinstance(value, float):
+        return (value if math.isfinite(value) else str(value)), False
+    return json_value(_scalar(value), limit)
 
 
 def _scalar(value: Any) -> Any:
