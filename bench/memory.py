@@ -9,9 +9,10 @@ bench/corpus.py. For each engine and each corpus size (cumulative: the 100,000 c
   (``python -m armarius mcp``, the MCP SDK's client);
 * recall p50/p95 through the service layer (``app.memory.recall``, limit 10) for each query class
   and the mix, next to the same recall done bare on the driver: recall's own statements (ranking,
-  titles and highlighted snippets, learned from the memory query module), and their ratio, our
-  overhead; and next to the floor, the plain ranked match returning rowids only (SQLite FTS5 bm25,
-  PostgreSQL ts_rank over the stored tsvector), which has no snippets to build;
+  titles and bodies, learned from the memory query module) and its snippet function over the
+  bodies (``armarius.memory.snippets``), and their ratio, our overhead; and next to the floor, the
+  plain ranked match returning rowids only (SQLite FTS5 bm25, PostgreSQL ts_rank over the stored
+  tsvector), which has no snippets to build;
 * recall over MCP stdio (the mix).
 
 Bare queries do the same logical work as recall: all words (AND); if that finds nothing and the
@@ -62,6 +63,7 @@ from armarius.config import Settings
 from armarius.memory import queries
 from armarius.memory.model import parse_links, slug_key, words
 from armarius.memory.service import RememberRequest
+from armarius.memory.snippets import snippet
 from armarius.store import Tx, utc_now
 
 OPERATOR = "operator:bench"
@@ -196,9 +198,9 @@ class _Recorder:
 class BareSearch:
     """Recall's queries straight on the driver, without Armarius around them.
 
-    ``same`` runs the very statements recall runs (ranking, titles, highlighted snippets), learned
-    from the memory query module itself; ``floor`` is the engine's plain top-10 ranked match
-    (rowids only), the figure the anchors give.
+    ``same`` runs the very statements recall runs (ranking, titles, bodies), learned from the
+    memory query module itself, and cuts recall's snippets from the bodies; ``floor`` is the
+    engine's plain top-10 ranked match (rowids only), the figure the anchors give.
     """
 
     def __init__(self, settings: Settings, workspace_id: int) -> None:
@@ -237,9 +239,13 @@ class BareSearch:
         started = time.perf_counter()
         rows = self._run(*both[0])
         first = time.perf_counter() - started
-        if rows or len(terms) < 2:
-            return len(rows), first, False
-        return len(self._run(*both[1])), first, True
+        fell_back = not rows and len(terms) > 1
+        if fell_back:
+            rows = self._run(*both[1])
+        if same:
+            for row in rows:
+                snippet(row[-1], terms)  # recall's snippets, cut from the bodies (the statement's last column)
+        return len(rows), first, fell_back
 
     def close(self) -> None:
         if self._sqlite is not None:
@@ -510,9 +516,9 @@ def print_writes(results: list[SizeFigures]) -> None:
 
 def print_reads(results: list[SizeFigures], options: Options) -> None:
     print(f"recall top-{RECALL_LIMIT}, ms - service: app.memory.recall; same: recall's own statements (ranking, "
-          "titles, snippets) run bare on the driver; ratio: service / same, our overhead; floor: the plain ranked "
-          "match (rowids only) doing the same AND-then-OR work; floor AND: its first query alone, comparable to "
-          "the anchor (bare p50 at 100k)")
+          "titles, bodies) run bare on the driver, and snippets cut from the bodies; ratio: service / same, our "
+          "overhead; floor: the plain ranked match (rowids only) doing the same AND-then-OR work; floor AND: its "
+          "first query alone, comparable to the anchor (bare p50 at 100k)")
     print(f"{'engine':<11}{'size':>8}  {'class':<9}{'n':>4}{'p50':>8}{'p95':>8}{'same p50':>10}{'ratio':>8}"
           f"{'floor p50':>11}{'/floor':>8}{'floor AND':>11}{'anchor':>8}{'hits':>6}{'OR':>5}")
     for figures in results:

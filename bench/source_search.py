@@ -17,8 +17,15 @@ class and the ratio ours / git grep (target: <= 1.3x, capture writing included).
 
     .venv/bin/python bench/source_search.py [--rebuild] [--queries 30] [--package django==5.2.19]
                                             [--profile] [--alternatives [--alternative-queries N]]
+                                            [--pages [--repeat 3]]
 
 If ``armarius.research.service`` cannot be imported yet, only the git grep baseline is printed.
+
+``--pages`` times single pages instead: the first page and a deep page (``offset`` at 90 % of the
+hits, ``limit: 1``) of the very common literals ``" "`` and ``"e"`` and of the first frequent and
+rare literal, each case in a fresh process against ``git grep -z -n -F -I`` over the whole tree
+(alternately, median of ``--repeat``), with the process's peak RSS while it queries (``VmHWM``,
+reset after start-up) and tracemalloc's peak for one query.
 
 ``--alternatives`` times, instead of ``source.search``, in-process readers of the same commit against
 ``git grep -n -F -I`` (also with ``--threads=1``) for the rare and frequent literals: pygit2 (libgit2)
@@ -677,6 +684,132 @@ def package_version(name: str) -> str:
         return "not installed"
 
 
+# --- pages (--pages) ------------------------------------------------------------------------------
+
+#: The issue's very common literals, then the first frequent and the first rare literal chosen.
+COMMON_LITERALS = (" ", "e")
+#: A deep page starts this far into a literal's hits (as a share of git grep's line count).
+DEEP_SHARE = 0.9
+
+
+@dataclass(frozen=True)
+class PageCase:
+    label: str
+    text: str
+    offset: int
+    limit: int | None
+
+
+def page_cases(corpus: Corpus, queries: list[Query]) -> list[PageCase]:
+    """First page and a deep page (one hit at 90 % of the hits) of the common, a frequent and a rare literal."""
+    literals = [("common", text) for text in COMMON_LITERALS]
+    literals += [(kind, next(query.text for query in queries if query.kind == kind))
+                 for kind in ("frequent", "rare") if any(query.kind == kind for query in queries)]
+    cases = []
+    for kind, text in literals:
+        lines = run_grep(grep_command(corpus, Query(kind, text, 0)))[1]
+        cases.append(PageCase(f"{kind} {text!r}, first page", text, 0, None))
+        if lines > 1:
+            cases.append(PageCase(f"{kind} {text!r}, offset {int(lines * DEEP_SHARE):,}", text,
+                                  int(lines * DEEP_SHARE), 1))
+    return cases
+
+
+def run_grep_streamed(command: list[str]) -> float:
+    """Seconds for git grep with its output read through a pipe and dropped (so this process's memory
+    does not hold it)."""
+    started = time.perf_counter()
+    with subprocess.Popen(command, env=GIT_ENV, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as process:
+        assert process.stdout is not None
+        while process.stdout.read(1 << 20):
+            pass
+    if process.returncode not in (0, 1):
+        raise RuntimeError(f"{command}: exit {process.returncode}")
+    return time.perf_counter() - started
+
+
+def resident_kb(field: str) -> int:
+    """``VmRSS`` (now) or ``VmHWM`` (peak) of this process, in kB. Unlike ``ru_maxrss``, which a child
+    inherits from the process it was forked from, these belong to this program's own memory."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def reset_peak() -> None:
+    """Start the peak (``VmHWM``) again from the current RSS (Linux ``clear_refs`` 5)."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def page_child(argument: str) -> int:
+    """In a fresh process: time one page against git grep, alternately, then its memory. Prints JSON."""
+    import tracemalloc
+
+    case, repeat = json.loads(argument)
+    corpus = Corpus.load(CORPUS_DIR)
+    interface = research_interface()
+    if corpus is None or isinstance(interface, str):
+        raise SystemExit(f"no corpus or no armarius: {interface}")
+    load_research_config, service_class = interface
+    arguments: dict[str, Any] = {"kind": "source.search", "source": SOURCE_NAME, "text": case["text"]}
+    if case["offset"]:
+        arguments["offset"] = case["offset"]
+    if case["limit"] is not None:
+        arguments["limit"] = case["limit"]
+    command = [*grep_command(corpus, Query("", case["text"], 0)), "--"]
+    command.insert(command.index("grep") + 1, "-z")
+    with tempfile.TemporaryDirectory(prefix="armarius-bench-pages-") as scratch_name:
+        scratch = Path(scratch_name)
+        service = service_class(load_research_config(write_config(corpus, scratch)), evidence_dir=scratch / "ev")
+        # Loads and indexes the tree, as any earlier query of a running server has.
+        service.query({"kind": "source.search", "source": SOURCE_NAME, "text": "armarius warm-up"})
+        reset_peak()
+        before = resident_kb("VmRSS")
+        grep_seconds, ours_seconds, answer = [], [], {}
+        for _ in range(repeat):
+            grep_seconds.append(run_grep_streamed(command))
+            started = time.perf_counter()
+            answer = service.query(dict(arguments))["result"]
+            ours_seconds.append(time.perf_counter() - started)
+        peak_rss = resident_kb("VmHWM")
+        tracemalloc.start()
+        service.query(dict(arguments))
+        traced = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    print(json.dumps({
+        "grep": statistics.median(grep_seconds), "ours": statistics.median(ours_seconds),
+        "rss_before_kb": before, "rss_peak_kb": peak_rss, "traced_peak": traced, "hits": len(answer["hits"]),
+        "total_hits": answer.get("total_hits"), "total_hits_at_least": answer.get("total_hits_at_least"),
+        "complete": answer.get("complete"),
+    }))
+    return 0
+
+
+def measure_pages(corpus: Corpus, queries: list[Query], repeat: int) -> None:
+    cases = page_cases(corpus, queries)
+    print(f"source.search pages vs git grep -z -n -F -I over the whole tree (its output read through a pipe); "
+          f"median of {repeat} alternate runs each, every case in a fresh process (max_hits {MAX_HITS}, "
+          f"max_files {MAX_FILES}); memory: that process's RSS before the first query (tree loaded) -> its peak RSS "
+          "during the timed queries (VmRSS, VmHWM), and tracemalloc's peak for one more query")
+    print(f"{'case':<52}{'git s':>7}{'ours s':>8}{'ratio':>7}{'rss MB':>14}{'traced MB':>11}{'hits':>6}"
+          f"{'total_hits':>12}{'at least':>10}")
+    for case in cases:
+        completed = subprocess.run([sys.executable, __file__, "--page-child",
+                                    json.dumps([case.__dict__, repeat])], capture_output=True, text=True, check=False)
+        if completed.returncode != 0:
+            print(f"{case.label:<52} failed: {completed.stderr.strip()[-300:]}")
+            continue
+        figures = json.loads(completed.stdout.strip().splitlines()[-1])
+        rss = f"{figures['rss_before_kb'] / 1024:.0f} -> {figures['rss_peak_kb'] / 1024:.0f}"
+        total = "-" if figures["total_hits"] is None else f"{figures['total_hits']:,}"
+        least = "-" if figures["total_hits_at_least"] is None else f"{figures['total_hits_at_least']:,}"
+        ratio = figures["ours"] / figures["grep"]
+        print(f"{case.label:<52}{figures['grep']:>7.2f}{figures['ours']:>8.2f}{ratio:>6.2f}x{rss:>14}"
+              f"{figures['traced_peak'] / 1e6:>11.1f}{figures['hits']:>6}{total:>12}{least:>10}", flush=True)
+    print("target: every page <= 1.5x git grep, memory <= 100 MB")
+
+
 # --- report ---------------------------------------------------------------------------------------
 
 
@@ -802,7 +935,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="time pygit2 and dulwich readers against git grep instead of source.search")
     parser.add_argument("--alternative-queries", type=int, default=None,
                         help="with --alternatives: literals per class for pygit2 and dulwich (default: --queries)")
+    parser.add_argument("--pages", action="store_true",
+                        help="time first and deep pages of common, frequent and rare literals, with their memory")
+    parser.add_argument("--repeat", type=int, default=3, help="with --pages: timed runs per case (default 3)")
+    parser.add_argument("--page-child", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
+    if options.page_child:
+        return page_child(options.page_child)
     if options.alternative_queries is None:
         options.alternative_queries = options.queries
     if options.queries < 1 or options.alternative_queries < 1:
@@ -811,7 +950,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     corpus = corpus_for(options.package, options.rebuild)
     queries = choose_queries(corpus, options.queries)
     print(f"chose {len(queries)} literals in {time.perf_counter() - started:.1f} s", flush=True)
-    if options.alternatives:
+    if options.pages:
+        report_header(corpus, queries, options)
+        measure_pages(corpus, queries, options.repeat)
+    elif options.alternatives:
         alternatives = measure_alternatives(corpus, queries, min(options.alternative_queries, options.queries))
         report_alternatives(corpus, queries, alternatives, options)
     else:

@@ -235,3 +235,39 @@ def test_a_new_data_folder_is_private(tmp_path: Path) -> None:
     write_settings_file(settings)
     initialize(settings)
     assert (settings.data_dir.stat().st_mode & 0o777) == 0o700
+
+
+def test_written_settings_file_lists_every_setting_at_its_default(tmp_path: Path) -> None:
+    from armarius.config import _KEYS
+
+    settings = Settings(data_dir=tmp_path / "data")
+    write_settings_file(settings)
+    text = settings.config_file.read_text(encoding="utf-8")
+    for key in _KEYS:
+        assert f"({key.env})" in text, key.name
+    # Uncommenting every default line changes nothing: the comments hold the real defaults.
+    uncommented = "\n".join(
+        line.removeprefix("# ") if " = " in line and not line.startswith("# Armarius") else line
+        for line in text.splitlines()
+    )
+    settings.config_file.write_text(uncommented, encoding="utf-8")
+    assert load_settings(settings.data_dir, environ={}) == Settings(data_dir=settings.data_dir.resolve())
+
+
+@pytest.mark.parametrize(("name", "value", "field", "expected"), [
+    ("ARMARIUS_KEEP_ALIVE_SECONDS", "120", "keep_alive_seconds", 120),
+    ("ARMARIUS_SQLITE_SYNCHRONOUS", "FULL", "sqlite_synchronous", "full"),
+])
+def test_durability_and_connection_settings(tmp_path: Path, name: str, value: str, field: str,
+                                            expected: object) -> None:
+    assert getattr(load_settings(tmp_path, environ={name: value}), field) == expected
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("ARMARIUS_KEEP_ALIVE_SECONDS", "0"), ("ARMARIUS_KEEP_ALIVE_SECONDS", "3601"),
+    ("ARMARIUS_SQLITE_SYNCHRONOUS", "off"), ("ARMARIUS_SQLITE_SYNCHRONOUS", "extra"),
+])
+def test_durability_and_connection_settings_refuse_bad_values(tmp_path: Path, name: str, value: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(tmp_path, environ={name: value})
+    assert name in refused.value.message

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from armarius.audit.setup import initialize_audit, open_keyed
 from armarius.auth.directory import Directory
 from armarius.config import Settings
 from armarius.drafts.service import DraftService
@@ -48,20 +49,29 @@ class Armarius:
 
 
 def initialize(settings: Settings) -> list[int]:
-    """Create or migrate the database; returns the migration versions applied."""
+    """Create or migrate the database and prepare the audit key; returns the migration versions applied."""
     if settings.database_url is None:
-        return migrate_sqlite(settings.sqlite_path)
-    migrate_url = settings.database_migrate_url or settings.database_url
-    return migrate_postgres(migrate_url, app_role=postgres_role(settings.database_url))
+        applied = migrate_sqlite(settings.sqlite_path)
+    else:
+        migrate_url = settings.database_migrate_url or settings.database_url
+        applied = migrate_postgres(migrate_url, app_role=postgres_role(settings.database_url))
+    database = open_database(settings.database_url, settings.sqlite_path)
+    try:
+        initialize_audit(database, env_keys=settings.audit_key, key_file=settings.audit_key_path)
+    finally:
+        database.close()
+    return applied
 
 
 def open_app(settings: Settings) -> Armarius:
     """Open the configured database and refuse to go on with an out-of-date schema."""
-    database = open_database(settings.database_url, settings.sqlite_path)
+    database = open_database(settings.database_url, settings.sqlite_path,
+                             sqlite_synchronous=settings.sqlite_synchronous)
     try:
         if database.dialect == "postgresql":
             check_postgres_role(database)
         check_schema(database)
+        database = open_keyed(database, env_keys=settings.audit_key, key_file=settings.audit_key_path)
         research = None
         if settings.research_config is not None:
             research = ResearchService(load_research_config(settings.data_dir / settings.research_config,

@@ -17,6 +17,7 @@ from armarius.errors import ConfigError
 
 CONFIG_FILE_NAME = "armarius.toml"
 SQLITE_FILE_NAME = "armarius.sqlite3"
+AUDIT_KEY_FILE_NAME = "audit.key"
 DEFAULT_DATA_DIR = Path(".armarius")
 
 
@@ -32,8 +33,17 @@ class Settings:
     memory_body_max_bytes: int = 64 * 1024
     memory_duplicate_threshold: float = 0.5
     approval_ttl_seconds: int = 300
+    #: How long an idle HTTP connection is kept open for the client's next request.
+    keep_alive_seconds: int = 65
+    #: SQLite's ``synchronous`` pragma: "normal" (a commit survives a process crash) or "full"
+    #: (it also survives a power loss or an OS crash, at the cost of an fsync per commit).
+    sqlite_synchronous: str = "normal"
     #: The research configuration file (relative: to the data folder); None: no research tools.
     research_config: Path | None = None
+    #: The audit key file (relative: to the data folder); None: ``audit.key`` in the data folder.
+    audit_key_file: Path | None = None
+    #: Audit keys from ARMARIUS_AUDIT_KEY (the environment only, never the file); wins over the key file.
+    audit_key: str | None = field(default=None, repr=False, compare=False)
     #: Where research database passwords named by ``password_env`` are looked up (the process
     #: environment as load_settings saw it); never printed.
     environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -46,33 +56,28 @@ class Settings:
     def sqlite_path(self) -> Path:
         return self.data_dir / SQLITE_FILE_NAME
 
+    @property
+    def audit_key_path(self) -> Path:
+        return self.data_dir / (self.audit_key_file or AUDIT_KEY_FILE_NAME)
+
 
 def _string(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-def _port(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    return value if isinstance(value, int) and 0 < value < 65536 else None
+def _integer(low: int, high: int) -> Callable[[Any], int | None]:
+    def parse(value: Any) -> int | None:
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None
+        return value if low <= value <= high else None
+
+    return parse
 
 
-def _body_limit(value: Any) -> int | None:
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value if 1024 <= value <= 16 * 1024 * 1024 else None
-
-
-def _ttl(value: Any) -> int | None:
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value if 1 <= value <= 86_400 else None
+def _synchronous(value: Any) -> str | None:
+    return value.lower() if isinstance(value, str) and value.lower() in ("normal", "full") else None
 
 
 def _path(value: Any) -> Path | None:
@@ -113,15 +118,22 @@ _KEYS = (
     _Key("database", "migrate_url", "database_migrate_url", "ARMARIUS_DATABASE_MIGRATE_URL",
          _database_url, "a postgresql:// URL of the role that owns the tables"),
     _Key("server", "host", "host", "ARMARIUS_HOST", _string, "a host name or address"),
-    _Key("server", "port", "port", "ARMARIUS_PORT", _port, "a port number from 1 to 65535"),
-    _Key("memory", "body_max_bytes", "memory_body_max_bytes", "ARMARIUS_MEMORY_BODY_MAX_BYTES", _body_limit,
+    _Key("server", "port", "port", "ARMARIUS_PORT", _integer(1, 65535), "a port number from 1 to 65535"),
+    _Key("server", "keep_alive_seconds", "keep_alive_seconds", "ARMARIUS_KEEP_ALIVE_SECONDS", _integer(1, 3600),
+         "a number of seconds from 1 to 3600"),
+    _Key("storage", "sqlite_synchronous", "sqlite_synchronous", "ARMARIUS_SQLITE_SYNCHRONOUS", _synchronous,
+         '"normal" or "full"'),
+    _Key("memory", "body_max_bytes", "memory_body_max_bytes", "ARMARIUS_MEMORY_BODY_MAX_BYTES",
+         _integer(1024, 16 * 1024 * 1024),
          "a number of bytes from 1024 to 16777216"),
     _Key("memory", "duplicate_threshold", "memory_duplicate_threshold", "ARMARIUS_MEMORY_DUPLICATE_THRESHOLD",
          _fraction, "a number greater than 0 and at most 1"),
     _Key("research", "config", "research_config", "ARMARIUS_RESEARCH_CONFIG", _path,
          "the path of a research configuration TOML file"),
-    _Key("approvals", "ttl_seconds", "approval_ttl_seconds", "ARMARIUS_APPROVAL_TTL_SECONDS", _ttl,
+    _Key("approvals", "ttl_seconds", "approval_ttl_seconds", "ARMARIUS_APPROVAL_TTL_SECONDS", _integer(1, 86_400),
          "a number of seconds from 1 to 86400"),
+    _Key("audit", "key_file", "audit_key_file", "ARMARIUS_AUDIT_KEY_FILE", _path,
+         "the path of the audit key file"),
 )
 
 
@@ -140,6 +152,8 @@ def load_settings(data_dir: Path | None = None, environ: Mapping[str, str] | Non
     for key in _KEYS:
         if key.env in env:
             values[key.field] = _checked(key, env[key.env], f"environment variable {key.env}")
+    if "ARMARIUS_AUDIT_KEY" in env:  # a secret: from the environment only; checked where it is used
+        values["audit_key"] = env["ARMARIUS_AUDIT_KEY"]
     return Settings(**values, environ=dict(env))
 
 
@@ -178,19 +192,40 @@ def _read_file(path: Path) -> dict[_Key, Any]:
     return found
 
 
+#: Written as set (the rest of a new settings file is commented out at its default).
+_WRITTEN_LIVE = ("host", "port")
+
+
 def write_settings_file(settings: Settings) -> None:
-    """Write a commented settings file for a new data folder (never secrets)."""
+    """Write a settings file for a new data folder: every setting, commented out at its default.
+
+    The host and port in force are written live; database URLs are never written (they may hold
+    credentials: set them in the environment).
+    """
+
     settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # private: it holds credentials
+    defaults = Settings(data_dir=settings.data_dir)
     lines = [
-        "# Armarius settings. Environment variables ARMARIUS_* override each key.",
-        "# See docs/configuration.md for every setting.",
-        "",
-        "[server]",
-        f'host = "{settings.host}"',
-        f"port = {settings.port}",
-        "",
-        "[database]",
-        "# Leave url out for the embedded SQLite file; for PostgreSQL set",
-        "# ARMARIUS_DATABASE_URL rather than writing credentials here.",
+        "# Armarius settings. Each ARMARIUS_* environment variable overrides its key.",
+        "# Every setting is listed; a commented one is at its default. See docs/configuration.md.",
     ]
+    section = None
+    for key in _KEYS:
+        if key.section != section:
+            section = key.section
+            lines += ["", f"[{section}]"]
+        default = getattr(defaults, key.field)
+        lines.append(f"# {key.name}: {key.expected} ({key.env})")
+        if key.field in _WRITTEN_LIVE:
+            lines.append(f"{key.name} = {_toml_value(getattr(settings, key.field))}")
+        elif default is None:
+            lines.append(f"# {key.name} is not set by default")
+        else:
+            lines.append(f"# {key.name} = {_toml_value(default)}")
     settings.config_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, str | Path):
+        return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return str(value)

@@ -5,6 +5,9 @@ written for the reader (a model or a person: it says what to do next) and JSON `
 Each surface maps them once: MCP to a tool result with ``isError``, HTTP to one JSON envelope
 with a status, the CLI to stderr and a distinct exit code.
 
+A next step that only an agent can take (an MCP tool to call) goes in ``agent_hint``, not in the
+message: the agent surfaces append it, the human surfaces (CLI, web pages) word their own.
+
     ArmariusError
     ├── InvalidInput          invalid_input        the request does not have the required form
     │   └── ReasonRequired    reason_required      an override or confirmation without a reason
@@ -23,6 +26,7 @@ with a status, the CLI to stderr and a distinct exit code.
     ├── SchemaOutdated        schema_outdated      the database needs `armarius init`
     ├── StorageUnavailable    storage_unavailable  the database cannot be reached
     ├── ResearchUnavailable   research_unavailable a configured source failed or timed out
+    ├── PortInUse             port_in_use          the server's port is taken by another program
     └── InternalError         internal             anything unexpected (details are logged only)
 
 ``judgment_required`` is not an error: it is a normal result that writes nothing.
@@ -52,6 +56,18 @@ ERROR_CODES: dict[str, ErrorCode] = {}
 raised_codes: set[str] = set()
 
 
+#: How many characters of a caller's value a message may repeat.
+ECHO_LIMIT = 80
+
+
+def echo(value: object, limit: int = ECHO_LIMIT) -> str:
+    """A caller's value, quoted for a message: every character that is not printable (controls,
+    NUL, bidirectional and other format characters, line breaks) escaped, and cut after ``limit``
+    characters. The one way a message repeats what a caller sent."""
+    text = str(value)
+    return repr(text[:limit]) + ("…" if len(text) > limit else "")
+
+
 def _register(code: str, http_status: int, exit_code: int, summary: str) -> str:
     ERROR_CODES[code] = ErrorCode(code, http_status, exit_code, summary)
     return code
@@ -62,14 +78,18 @@ class ArmariusError(Exception):
 
     code: ClassVar[str] = _register("internal", 500, 70, "Something unexpected failed; it was logged.")
 
-    def __init__(self, message: str, **details: Any) -> None:
+    def __init__(self, message: str, *, agent_hint: str | None = None, **details: Any) -> None:
         super().__init__(message)
         self.message = message
+        #: The next step in the agent tools' terms (e.g. "recall or list to find one").
+        self.agent_hint = agent_hint
         self.details = details
         raised_codes.add(self.code)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "details": self.details}
+    def to_dict(self, *, for_agent: bool = True) -> dict[str, Any]:
+        """The error as every surface sends it; a human surface passes ``for_agent=False``."""
+        message = f"{self.message} {self.agent_hint}" if for_agent and self.agent_hint else self.message
+        return {"code": self.code, "message": message, "details": self.details}
 
     @property
     def http_status(self) -> int:
@@ -153,3 +173,7 @@ class DraftExists(Conflict):
 
 class ResearchUnavailable(ArmariusError):
     code = _register("research_unavailable", 503, 8, "A configured research source failed or timed out.")
+
+
+class PortInUse(ArmariusError):
+    code = _register("port_in_use", 503, 10, "The server's address and port are taken by another program.")

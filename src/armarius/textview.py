@@ -42,6 +42,10 @@ def _needs_marking(char: str) -> bool:
     return unicodedata.normalize("NFKC", char) != char
 
 
+#: The line that explains the markers to whoever reads a revealed text.
+REVEAL_NOTE = "Invisible, control, bidirectional and look-alike characters are shown as ⟦U+XXXX NAME⟧."
+
+
 def reveal(text: str) -> str:
     """The text with every character a reader could miss or mistake made visible."""
     confusable = _mixed_script_positions(text)

@@ -11,7 +11,11 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, validators
 
-from armarius.errors import InvalidInput
+from armarius.errors import InvalidInput, echo
+
+#: The largest integer a request may carry: what SQLite, PostgreSQL's BIGINT and the database
+#: drivers all hold. Every integer in a request schema has a maximum of at most this.
+INT64_MAX = 2**63 - 1
 
 StrictValidator = validators.extend(
     Draft202012Validator,
@@ -38,9 +42,14 @@ def inline_refs(node: Any, definitions: Mapping[str, Any]) -> Any:
 
 def check(validator: Any, value: Mapping[str, Any], *, what: str) -> dict[str, Any]:
     """The value as a dict if it satisfies the validator's schema; otherwise ``invalid_input``."""
-    error = next(iter(sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))), None)
+    # The first error in path order; at one path an unknown field first (a misspelled required field
+    # is both unknown and missing, and its spelling is the thing to fix).
+    error = min(validator.iter_errors(value),
+                key=lambda e: (list(e.absolute_path), e.validator != "additionalProperties"), default=None)
     if error is not None:
         field = ".".join(str(part) for part in error.absolute_path) or "arguments"
+        if error.validator == "additionalProperties":
+            _refuse_unknown_field(error, field, what)
         raise InvalidInput(
             f"{field!r} of {what} is invalid ({_explain(error.validator, error.validator_value)}). "
             "Check the schema and call again.",
@@ -51,6 +60,17 @@ def check(validator: Any, value: Mapping[str, Any], *, what: str) -> dict[str, A
         raise InvalidInput(f"{bad!r} of {what} is not valid Unicode text (it holds a lone surrogate).",
                            field=bad, rule="unicode")
     return dict(value)
+
+
+def _refuse_unknown_field(error: Any, field: str, what: str) -> None:
+    known = sorted(error.schema.get("properties", {}))
+    unknown = sorted(key for key in error.instance if key not in known)[0]
+    where = "" if field == "arguments" else f" in {field!r}"
+    raise InvalidInput(
+        f"{echo(unknown)} is not a field{where} of {what}; the fields are: {', '.join(known)}. "
+        "Check the spelling and call again.",
+        field=field, rule="additionalProperties", unknown=echo(unknown),
+    )
 
 
 def _non_unicode_field(value: Any, path: str = "") -> str | None:
@@ -74,10 +94,10 @@ def _non_unicode_field(value: Any, path: str = "") -> str | None:
 
 
 def _explain(rule: Any, expected: Any) -> str:
-    if rule == "additionalProperties":
-        return "unknown fields are not accepted"
     if rule == "required":
         return f"required: {', '.join(expected)}"
     if rule in ("type", "enum", "const", "pattern", "minLength", "maxLength", "minimum", "maximum", "maxItems"):
         return f"{rule} {expected!r}"
+    if rule == "oneOf" and all(set(option) == {"required"} and len(option["required"]) == 1 for option in expected):
+        return f"give exactly one of: {', '.join(option['required'][0] for option in expected)}"
     return f"fails {rule}"

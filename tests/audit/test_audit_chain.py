@@ -1,5 +1,8 @@
 """The hash-chained audit log: tampering found at the first broken link, and racing appenders.
 
+(tests/audit/test_tamper_classes.py covers each tamper class end to end: MACs, anchors, unknown
+workspaces and the application's own login role.)
+
 Tampering is done the way an intruder with database access would do it: directly in the
 database as the table owner (a plain sqlite3 connection to the file; psycopg as the owner on
 PostgreSQL), past Armarius and past row-level security.
@@ -144,9 +147,11 @@ def test_edit_with_a_recomputed_hash_breaks_the_next_link(chains: Chains) -> Non
         forged_hash = audit.event_hash(chains.a, 3, row[0], row[1], row[2], row[3], forged_details, row[4])
         owner.execute("UPDATE audit_events SET details = ?, hash = ? WHERE workspace_id = ? AND seq = 3",
                       (forged_details, forged_hash, chains.a))
-    problem = only_break(chains)
-    assert (problem.workspace_id, problem.seq) == (chains.a, 4)
-    assert "prev_hash" in problem.problem
+    walk = audit.walk_chain(chains.app.database, chains.a)
+    assert [(problem.kind, problem.seq) for problem in walk.problems] == [(audit.BROKEN_LINK, 4), (audit.BAD_MAC, 3)]
+    assert "prev_hash" in walk.problems[0].problem
+    assert "without the audit key" in walk.problems[1].problem
+    assert only_break(chains) == walk.problems[1]  # the first problem by position
 
 
 def test_deleted_middle_event_is_found(chains: Chains) -> None:

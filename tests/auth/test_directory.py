@@ -28,7 +28,8 @@ from tests.helpers import OwnerSQL
 OPERATOR = "operator:test"
 ADA_PASSWORD = "ada: correct horse battery staple"
 HUGO_PASSWORD = "hugo: tr0ub4dor&3"
-CORE_TABLES = ("workspaces", "principals", "memberships", "agent_tokens", "audit_events", "audit_heads")
+IDENTITY_TABLES = ("workspaces", "principals", "memberships", "agent_tokens")
+CORE_TABLES = (*IDENTITY_TABLES, "audit_events", "audit_heads")
 
 
 Snapshot = dict[str, list[tuple[Any, ...]]]
@@ -56,6 +57,24 @@ class World:
         with pytest.raises(refusal) as caught:
             action()
         assert self.snapshot() == before
+        return caught.value
+
+    def refused_with_a_login_event(self, refusal: type[Refusal], action: Callable[[], object], *, chain: str | None,
+                                   reason: str, subject: str) -> Refusal:
+        """Run ``action``, a refused login: it writes one ``login.failed`` event to ``chain`` and nothing else."""
+        chain_id = self.directory.workspace(chain).id if chain else audit.SYSTEM_CHAIN
+        before = self.snapshot()
+        with pytest.raises(refusal) as caught:
+            action()
+        after = self.snapshot()
+        assert {table: after[table] for table in IDENTITY_TABLES} == {table: before[table] for table in IDENTITY_TABLES}
+        assert set(before["audit_events"]) <= set(after["audit_events"])
+        assert len(after["audit_events"]) == len(before["audit_events"]) + 1
+        assert {row[0] for row in set(after["audit_heads"]) ^ set(before["audit_heads"])} == {chain_id}
+        event = audit.tail(self.app.database, chain_id, limit=1)[0]
+        assert (event.actor, event.action, event.subject, event.details) == (
+            "unauthenticated", "login.failed", subject, {"reason": reason})
+        assert audit.verify_all(self.app.database)[1] == []
         return caught.value
 
 
@@ -261,41 +280,78 @@ def test_authentication_records_last_use_but_refusals_do_not(world: World) -> No
 # Passwords --------------------------------------------------------------------------------------
 
 
-def test_correct_password_authenticates(world: World) -> None:
+def test_correct_password_authenticates_and_the_login_is_audited(world: World) -> None:
+    before = world.snapshot()
     actor = world.directory.authenticate_password("ada", ADA_PASSWORD, workspace="alpha")
     assert (actor.principal, actor.kind, actor.role, actor.token_id) == ("ada", Kind.HUMAN, Role.ADMIN, None)
+    after = world.snapshot()
+    assert {table: after[table] for table in IDENTITY_TABLES} == {table: before[table] for table in IDENTITY_TABLES}
+    assert len(after["audit_events"]) == len(before["audit_events"]) + 1
+    event = audit.tail(world.app.database, actor.workspace_id, limit=1)[0]
+    assert (event.workspace_id, event.actor, event.action, event.subject, event.details) == (
+        actor.workspace_id, "human:ada", "login.succeeded", "ada", {"role": "admin"})
+    assert ADA_PASSWORD not in repr(event.to_dict())
 
 
-@pytest.mark.parametrize(
-    ("name", "password", "workspace"),
-    [
-        ("ada", "wrong password", "alpha"),
-        ("ada", "", "alpha"),
-        ("ada", ADA_PASSWORD.upper(), "alpha"),
-        ("ada", ADA_PASSWORD + " ", "alpha"),
-        ("ada", HUGO_PASSWORD, "alpha"),
-        ("nobody", ADA_PASSWORD, "alpha"),
-        ("ada", ADA_PASSWORD, "gamma"),
-        ("bot", "", "alpha"),
-        ("bot", ADA_PASSWORD, "alpha"),
-    ],
-)
-def test_wrong_credentials_are_refused_alike(world: World, name: str, password: str, workspace: str) -> None:
-    error = world.unchanged_after(Unauthenticated, lambda: world.directory.authenticate_password(
-        name, password, workspace=workspace))
+# (name, password, workspace) -> the chain its login.failed event goes to, the reason, the subject
+WRONG_CREDENTIALS = [
+    (("ada", "wrong password", "alpha"), ("alpha", "wrong_password", "ada")),
+    (("ada", "", "alpha"), ("alpha", "wrong_password", "ada")),
+    (("ada", ADA_PASSWORD.upper(), "alpha"), ("alpha", "wrong_password", "ada")),
+    (("ada", ADA_PASSWORD + " ", "alpha"), ("alpha", "wrong_password", "ada")),
+    (("ada", HUGO_PASSWORD, "alpha"), ("alpha", "wrong_password", "ada")),
+    # A name that does not exist is not recorded: it may be a password typed into the wrong field.
+    (("nobody", ADA_PASSWORD, "alpha"), ("alpha", "unknown_principal", "")),
+    ((ADA_PASSWORD, ADA_PASSWORD, "alpha"), ("alpha", "unknown_principal", "")),
+    # A workspace that does not exist has no chain: the failure goes to the system chain.
+    (("ada", ADA_PASSWORD, "gamma"), (None, "unknown_workspace", "ada")),
+    (("nobody", "x", HUGO_PASSWORD), (None, "unknown_workspace", "")),
+    (("bot", "", "alpha"), ("alpha", "not_a_human", "bot")),
+    (("bot", ADA_PASSWORD, "alpha"), ("alpha", "not_a_human", "bot")),
+]
+
+
+@pytest.mark.parametrize(("attempt", "recorded"), WRONG_CREDENTIALS)
+def test_wrong_credentials_are_refused_alike_and_audited(
+    world: World, attempt: tuple[str, str, str], recorded: tuple[str | None, str, str]
+) -> None:
+    name, password, workspace = attempt
+    chain, reason, subject = recorded
+    error = world.refused_with_a_login_event(
+        Unauthenticated, lambda: world.directory.authenticate_password(name, password, workspace=workspace),
+        chain=chain, reason=reason, subject=subject)
     assert error.message == "The principal name or password is wrong."
     assert error.details == {}
+    dumped = repr([event.to_dict() for event in audit.tail(world.app.database, None, limit=1000)]
+                  + [event.to_dict() for event in audit.tail(world.app.database, world.directory.workspace("alpha").id,
+                                                             limit=1000)])
+    for secret in {password, ADA_PASSWORD, HUGO_PASSWORD} - {""}:
+        assert secret not in dumped
 
 
 def test_human_without_a_password_cannot_log_in(world: World) -> None:
     world.directory.add_principal("nopw", Kind.HUMAN, workspace="alpha", role=Role.EDITOR, by=OPERATOR)
-    world.unchanged_after(Unauthenticated, lambda: world.directory.authenticate_password(
-        "nopw", "", workspace="alpha"))
+    world.refused_with_a_login_event(Unauthenticated, lambda: world.directory.authenticate_password(
+        "nopw", "", workspace="alpha"), chain="alpha", reason="no_password", subject="nopw")
 
 
 def test_right_password_in_a_foreign_workspace_is_not_allowed(world: World) -> None:
-    world.unchanged_after(NotAllowed, lambda: world.directory.authenticate_password(
-        "ada", ADA_PASSWORD, workspace="beta"))
+    world.refused_with_a_login_event(NotAllowed, lambda: world.directory.authenticate_password(
+        "ada", ADA_PASSWORD, workspace="beta"), chain="beta", reason="not_a_member", subject="ada")
+
+
+def test_every_attempt_is_audited_in_order(world: World) -> None:
+    """A burst of failures is never coalesced or dropped: each attempt is one event, in order."""
+    alpha = world.directory.workspace("alpha").id
+    before = len(audit.tail(world.app.database, alpha, limit=10_000))
+    for _ in range(5):
+        with pytest.raises(Unauthenticated):
+            world.directory.authenticate_password("ada", "guess", workspace="alpha")
+    world.directory.authenticate_password("ada", ADA_PASSWORD, workspace="alpha")
+    events = audit.tail(world.app.database, alpha, limit=10_000)[before:]
+    assert [(event.action, event.details.get("reason")) for event in events] == (
+        [("login.failed", "wrong_password")] * 5 + [("login.succeeded", None)])
+    assert audit.verify_all(world.app.database)[1] == []
 
 
 def test_password_is_stored_as_a_salted_scrypt_hash_only(world: World) -> None:
@@ -320,8 +376,8 @@ def test_password_is_stored_as_a_salted_scrypt_hash_only(world: World) -> None:
 
 def test_password_change_replaces_the_hash(world: World) -> None:
     world.directory.set_password("hugo", "a new passphrase", by=OPERATOR)
-    world.unchanged_after(Unauthenticated, lambda: world.directory.authenticate_password(
-        "hugo", HUGO_PASSWORD, workspace="alpha"))
+    world.refused_with_a_login_event(Unauthenticated, lambda: world.directory.authenticate_password(
+        "hugo", HUGO_PASSWORD, workspace="alpha"), chain="alpha", reason="wrong_password", subject="hugo")
     assert world.directory.authenticate_password("hugo", "a new passphrase", workspace="alpha").principal == "hugo"
     event = audit.tail(world.app.database, None, limit=1)[0]
     assert (event.action, event.subject, event.details) == ("principal.password_changed", "hugo", {})

@@ -12,7 +12,7 @@ from armarius.app import Armarius
 from armarius.auth.secrets import token_digest
 from armarius.config import Settings
 from tests.cli.test_cli import Cli
-from tests.helpers import Team, make_team
+from tests.helpers import OwnerSQL, Team, make_team
 
 PAYLOAD = {"slug": "news/launch", "title": "Launch \u202enotes", "text": "First line.\nSecond\u200b line.\n"}
 
@@ -30,7 +30,7 @@ def as_human(team: Team, settings: Settings, *args: str, stdin: str | None = Non
 
 def approvals(app: Armarius, team: Team) -> list[dict[str, object]]:
     with app.database.transaction(workspace_id=team.agent.workspace_id) as tx:
-        return tx.all("SELECT token_digest, outcome, fingerprint FROM approvals")
+        return tx.all("SELECT token_digest, outcome, fingerprint FROM approvals ORDER BY id")
 
 
 def test_without_confirmation_the_content_is_shown_and_nothing_approved(
@@ -127,3 +127,53 @@ def test_an_agent_cannot_approve_from_the_cli(app: Armarius, settings: Settings,
     assert result.exit_code == 4
     assert team.agent_token not in result.stdout + result.stderr
     assert approvals(app, team) == []
+
+
+HIDDEN = {"slug": "news/harmless", "title": "Harmless t\u0456tle \u202eevil", "text": "Zero\u200bwidth.\n"}
+RAW = ("\u0456", "\u202e", "\u200b")
+MARKERS = ("⟦U+0456 CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I⟧", "⟦U+202E RIGHT-TO-LEFT OVERRIDE⟧")
+
+
+def test_every_drafts_text_output_reveals_hidden_characters(app: Armarius, settings: Settings, team: Team) -> None:
+    """The queue, the list, a draft and the review all print text through the same reveal."""
+    proposed = app.drafts.propose(team.agent, dict(HIDDEN))
+    queue = as_human(team, settings, "drafts", "proposals")
+    review = as_human(team, settings, "approve", "--proposal", str(proposed["proposal"]))
+    token = app.drafts.approve(team.human, proposal_id=proposed["proposal"]).token
+    app.drafts.create_draft(team.agent, dict(HIDDEN), token, "op-1")
+    listed = as_human(team, settings, "drafts", "list")
+    shown = as_human(team, settings, "drafts", "show", HIDDEN["slug"])
+    for output in (queue.stdout, review.stdout, listed.stdout, shown.stdout):
+        assert not any(char in output for char in RAW), output
+        assert all(marker in output for marker in MARKERS), output
+    assert "Zero⟦U+200B ZERO WIDTH SPACE⟧width." in shown.stdout + review.stdout
+
+
+def test_drafts_show_has_its_own_heading(app: Armarius, settings: Settings, team: Team) -> None:
+    token = app.drafts.approve(team.human, payload=dict(HIDDEN)).token
+    app.drafts.create_draft(team.agent, dict(HIDDEN), token, "op-1")
+    shown = as_human(team, settings, "drafts", "show", HIDDEN["slug"])
+    assert shown.exit_code == 0, shown.stderr
+    assert "Approve" not in shown.stdout
+    assert "Draft news/harmless (written by agent:alpha-agent at " in shown.stdout
+    assert "not promoted" in shown.stdout
+
+
+def test_a_human_approves_an_expired_proposal_again(app: Armarius, settings: Settings, team: Team) -> None:
+    proposed = app.drafts.propose(team.agent, dict(PAYLOAD))
+    first = app.drafts.approve(team.human, proposal_id=proposed["proposal"])
+    with OwnerSQL(settings) as owner:
+        owner.execute("UPDATE approvals SET expires_at = ?", ("2000-01-01T00:00:00.000000Z",))
+    queue = json.loads(as_human(team, settings, "--json", "drafts", "proposals", "--status", "expired").stdout)
+    assert [(p["proposal"], p["status"], p["approval"]["outcome"]) for p in queue] == [
+        (proposed["proposal"], "expired", "issued")]  # expired by the clock, before anything marked it
+    again = as_human(team, settings, "--json", "approve", "--proposal", str(proposed["proposal"]),
+                     "--confirm-exact-content")
+    assert again.exit_code == 0, again.stderr
+    issued = json.loads(again.stdout)
+    assert (issued["replaces"], issued["replaced_outcome"]) == (first.approval_id, "expired")
+    assert [row["outcome"] for row in approvals(app, team)] == ["expired", "issued"]
+    collected = app.drafts.proposal_status(team.agent, proposed["proposal"], proposed["collection_key"])
+    assert collected["approval"] == issued["approval"] != first.token
+    text = as_human(team, settings, "approve", "--proposal", str(proposed["proposal"]), "--confirm-exact-content")
+    assert f"It replaces approval {issued['approval_id']} (superseded), which no longer works." in text.stdout

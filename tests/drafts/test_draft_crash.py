@@ -7,6 +7,11 @@ its own transaction sees and kills itself with SIGKILL, before the commit. After
 draft, no operation and no audit event of the attempt, the approval is still ``issued``, and the
 same token still works exactly once, even with the dead process's operation id.
 
+Two more kills: a promotion killed after the entry was written and the draft marked, before the
+commit (neither stays; the promotion can simply be repeated), and a hand-over killed after it
+committed but before its answer reached anyone (the same collection key fetches the same approval
+again).
+
 On SQLite the child is the only connection and keeps a tiny page cache, so uncommitted pages of
 its transaction are already in the WAL when it dies: the next connection has to recover the WAL
 (and the dead process's locks) and ignore them. On PostgreSQL the server rolls the transaction
@@ -93,9 +98,47 @@ def _payload() -> dict[str, str]:
     return {"slug": "crash/killed-before-commit", "title": "Killed before commit", "text": "\n".join(lines)}
 
 
-def _run_child(settings: Settings, job: dict[str, Any]) -> dict[str, Any]:
+CALL_CHILD = r"""
+import json, os, signal, sys
+from pathlib import Path
+
+from armarius.app import open_app
+from armarius.config import Settings
+from armarius.drafts import queries
+
+job = json.loads(sys.stdin.read())
+app = open_app(Settings(data_dir=Path(job["data_dir"]), database_url=job["database_url"]))
+
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+if job["call"] == "promote":
+    human = app.directory.authenticate_password(job["human"], job["password"], workspace=job["workspace"])
+    real = queries.mark_promoted
+
+    def then_die(tx, *args, **kwargs):
+        marked = real(tx, *args, **kwargs)
+        entries = tx.scalar("SELECT count(*) AS n FROM entries WHERE workspace_id = ? AND slug = ?",
+                            (tx.require_workspace(), job["slug"]))
+        print(json.dumps({"marked": marked, "entries": entries}), flush=True)
+        die()
+
+    queries.mark_promoted = then_die
+    app.drafts.promote(human, job["slug"])
+else:  # the hand-over commits; the process dies before its answer reaches anyone
+    agent = app.directory.authenticate_token(job["agent_token"])
+    answer = app.drafts.proposal_status(agent, job["proposal"], job["collection_key"])
+    print(json.dumps({"handed_over": "approval" in answer}), flush=True)
+    die()
+print("returned: the process was not killed", flush=True)
+"""
+
+
+def _run_child(settings: Settings, job: dict[str, Any], script: str = CHILD) -> dict[str, Any]:
     job = {**job, "data_dir": str(settings.data_dir), "database_url": settings.database_url}
-    child = subprocess.run([sys.executable, "-c", CHILD], input=json.dumps(job), capture_output=True, text=True,
+    child = subprocess.run([sys.executable, "-c", script], input=json.dumps(job), capture_output=True, text=True,
                            cwd=REPO, timeout=120, check=False)
     assert child.returncode == -signal.SIGKILL, f"exit {child.returncode}\n{child.stdout}\n{child.stderr}"
     seen: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
@@ -171,3 +214,55 @@ def test_killed_before_commit_leaves_no_draft_and_the_token_usable_once(app: Arm
     checked, broken = audit.verify_chain(app.database, workspace)
     assert broken is None, broken
     assert checked == len(events_before) + len(actions)
+
+
+def test_a_promotion_killed_before_commit_leaves_no_entry_and_can_be_repeated(app: Armarius,
+                                                                              settings: Settings) -> None:
+    team = make_team(app, "crash")
+    payload = {"slug": "crash/promoted", "title": "Promoted after a crash", "text": "Written once.\n"}
+    app.drafts.create_draft(team.agent, payload, app.drafts.approve(team.human, payload=payload).token, "op-1")
+    workspace = team.agent.workspace_id
+    events_before = audit.tail(app.database, workspace, limit=1000)
+    if settings.database_url is None:
+        app.database.close()
+
+    seen = _run_child(settings, {"call": "promote", "human": "crash-human", "password": team.human_password,
+                                 "workspace": "crash", "slug": payload["slug"]}, CALL_CHILD)
+
+    assert seen == {"marked": 1, "entries": 1}  # inside the dead transaction both writes had happened
+    with pytest.raises(NotFound):
+        app.memory.read(team.human, payload["slug"])
+    assert app.drafts.draft(team.human, payload["slug"])["promoted_revision"] is None
+    events_after_crash = audit.tail(app.database, workspace, limit=1000)
+    assert events_after_crash[:len(events_before)] == events_before
+    # The child's own login may be recorded; nothing of the promotion is.
+    assert not {event.action for event in events_after_crash[len(events_before):]} & {"memory.created",
+                                                                                        "draft.promoted"}
+    events_before = events_after_crash
+    # Nothing is stuck: the promotion is simply repeated.
+    assert app.drafts.promote(team.human, payload["slug"]) == {"slug": payload["slug"], "promoted": True,
+                                                               "revision": 1}
+    entry = app.memory.read(team.human, payload["slug"])
+    assert (entry["revision"], entry["title"], entry["body"]) == (1, payload["title"], payload["text"])
+    actions = [event.action for event in audit.tail(app.database, workspace, limit=1000)[len(events_before):]]
+    assert actions == ["memory.created", "draft.promoted"]
+
+
+def test_a_hand_over_whose_answer_was_lost_is_repeated(app: Armarius, settings: Settings) -> None:
+    team = make_team(app, "crash")
+    payload = {"slug": "crash/handed-over", "title": "Handed over", "text": "The answer never arrived.\n"}
+    proposal = app.drafts.propose(team.agent, payload)
+    issued = app.drafts.approve(team.human, proposal_id=proposal["proposal"])
+    if settings.database_url is None:
+        app.database.close()
+
+    seen = _run_child(settings, {"call": "collect", "agent_token": team.agent_token, "proposal": proposal["proposal"],
+                                 "collection_key": proposal["collection_key"]}, CALL_CHILD)
+
+    assert seen == {"handed_over": True}
+    status = app.drafts.proposal_status(team.agent, proposal["proposal"], proposal["collection_key"])
+    assert (status["approval"], status["collected"], status["status"]) == (issued.token, True, "approved")
+    assert app.drafts.create_draft(team.agent, payload, status["approval"], "op-1")["draft"] is True
+    repeats = [event.details["repeat"] for event in audit.tail(app.database, team.agent.workspace_id, limit=100)
+               if event.action == "approval.collected"]
+    assert repeats == [False, True]

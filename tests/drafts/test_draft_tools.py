@@ -51,15 +51,18 @@ async def test_the_whole_round_trip_with_a_proposal(app: Armarius, team: Team) -
                             collection_key=proposed["collection_key"])
         created = await agent("create_draft", **PAYLOAD, approval=collected["approval"], operation="op-1")
         replayed = await agent("create_draft", **PAYLOAD, approval=collected["approval"], operation="op-1")
+        after = await agent("proposal_status", proposal=proposed["proposal"],
+                            collection_key=proposed["collection_key"])
         tools = {tool.name for tool in (await agent.client.list_tools()).tools}
-    assert pending["status"] == "pending"
+    assert (pending["status"], pending["next_step"]) == ("pending", "wait_for_human")
     assert "approval" not in pending
-    assert collected["status"] == "approved"
+    assert (collected["status"], collected["next_step"], collected["collected"]) == ("approved", "create_draft", True)
     assert collected["approval"].startswith("arm_")
-    assert "approval" not in again
-    assert again["collected"] is True
+    assert again["approval"] == collected["approval"]  # the hand-over repeats until the approval is used
     assert created == {"slug": "news/launch", "draft": True, "replayed": False}
     assert replayed == {"slug": "news/launch", "draft": True, "replayed": True}
+    assert (after["status"], after["approval_outcome"], after["next_step"]) == ("drafted", "consumed", "none")
+    assert "approval" not in after
     assert not {name for name in tools if "approve" in name or "promote" in name or "reject" in name}
     drafts, approvals = drafts_and_tokens(app, team)
     assert drafts == [PAYLOAD]

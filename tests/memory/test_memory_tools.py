@@ -8,8 +8,9 @@ import pytest
 
 from armarius.app import Armarius
 from armarius.audit import chain
-from armarius.auth.permissions import Role
-from armarius.errors import Conflict, NotAllowed, NotFound
+from armarius.auth.permissions import Kind, Role
+from armarius.errors import Conflict, NotAllowed, NotFound, ReasonRequired
+from armarius.mcp.server import ALL_TOOLS
 from tests.helpers import Team, agent_of, make_team
 
 pytestmark = pytest.mark.anyio
@@ -275,3 +276,139 @@ def _request(arguments: dict[str, Any]) -> Any:
     from armarius.memory.service import RememberRequest
 
     return RememberRequest(**arguments)
+
+
+# An older revision is shown as it was ------------------------------------------------------------
+
+
+async def test_an_older_revision_carries_its_own_time_author_and_links(app: Armarius, team: Team) -> None:
+    app.directory.add_principal("alpha-agent-2", Kind.AGENT, workspace="alpha", role=Role.EDITOR, by="operator:test")
+    second = app.directory.authenticate_token(
+        app.directory.issue_token("alpha-agent-2", workspace="alpha", by="operator:test").token)
+    async with agent_of(app, team.agent) as agent:
+        await agent("remember", slug="ops/db", title="Database", body="db-1")
+        await agent("remember", slug="ops/host", title="Host", body="On [[ops/db]], deployed by [[ops/pipeline]].")
+    async with agent_of(app, second) as other:
+        await other("remember", slug="ops/host", title="Host", body="Now standalone.")
+        old = await other("read", slug="ops/host", revision=1)
+        current = await other("read", slug="ops/host")
+        history = await other("history", slug="ops/host")
+    first, latest = history["revisions"]
+    assert (old["updated_at"], old["updated_by"]) == (first["at"], "agent:alpha-agent")
+    assert (current["updated_at"], current["updated_by"]) == (latest["at"], "agent:alpha-agent-2")
+    assert old["updated_at"] != current["updated_at"]
+    assert (old["links"], old["broken_links"]) == (["ops/db"], ["ops/pipeline"])
+    assert (current["links"], current["broken_links"]) == ([], [])
+
+
+# Errors speak to their reader ---------------------------------------------------------------------
+
+
+async def test_an_unknown_entry_tells_an_agent_which_tools_find_one_and_a_person_nothing_of_tools(
+    app: Armarius, team: Team
+) -> None:
+    async with agent_of(app, team.agent) as agent:
+        missing = await agent("read", slug="ops/nothing")
+    assert missing["error"] == "not_found"
+    assert "recall or list" in missing["message"]
+    with pytest.raises(NotFound) as refused:
+        app.memory.read(team.human, "ops/nothing")
+    assert refused.value.agent_hint is not None
+    human_view = refused.value.to_dict(for_agent=False)
+    assert "recall" not in human_view["message"]
+    assert " list" not in human_view["message"]
+    assert human_view["message"].startswith("There is no entry 'ops/nothing'")
+
+
+# Reverting an override to the curated revision ---------------------------------------------------
+
+CURATED = {"slug": "ops/db", "title": "Database host", "body": "db-1 in rack 2, see [[ops/rack]].",
+           "tags": ["hosts", "ops"]}
+
+
+def _overridden(app: Armarius, team: Team) -> None:
+    """ops/db curated at revision 1, then overridden twice by the agent (revisions 2 and 3)."""
+    app.memory.remember(team.agent, _request(CURATED))
+    app.memory.curate(team.human, "ops/db", 1)
+    app.memory.remember(team.agent, _request({**CURATED, "title": "DB host", "body": "zeppelin-2, see [[ops/moved]].",
+                                              "tags": ["moved"], "override_curated": True,
+                                              "reason": "migrated last night"}))
+    app.memory.remember(team.agent, _request({**CURATED, "title": "DB host", "body": "zeppelin-3", "tags": ["moved"]}))
+
+
+async def test_revert_to_curated_writes_the_curated_content_as_a_new_curated_revision(
+    app: Armarius, team: Team
+) -> None:
+    _overridden(app, team)
+    result = app.memory.revert_to_curated(team.human, "ops/db", "  the migration was rolled back  ")
+    assert (result["revision"], result["reverted_to"], result["curated"], result["changed"]) == (4, 1, True, True)
+    entry = app.memory.read(team.human, "ops/db")
+    assert {key: entry[key] for key in CURATED} == CURATED
+    assert (entry["revision"], entry["curated"], entry["curated_revision"]) == (4, True, 4)
+    assert (entry["curated_by"], entry["needs_review"]) == ("human:alpha-human", False)
+    assert entry["links"] == []
+    assert entry["broken_links"] == ["ops/rack"]
+    assert app.memory.needs_review(team.human) == []
+    latest = app.memory.history(team.human, "ops/db")["revisions"][-1]
+    assert (latest["author"], latest["reason"], latest["overrode_curated"]) == (
+        "human:alpha-human", "the migration was rolled back", False)
+    assert [r["body"] for r in app.memory.revisions(team.human, "ops/db")][1:3] == [
+        "zeppelin-2, see [[ops/moved]].", "zeppelin-3"]
+    event = chain.tail(app.database, team.agent.workspace_id, 1)[0]
+    assert (event.action, event.actor, event.subject) == ("memory.reverted", "human:alpha-human", "ops/db")
+    assert {k: event.details[k] for k in ("revision", "reverted_to", "reverted_from", "reason")} == {
+        "revision": 4, "reverted_to": 1, "reverted_from": 3, "reason": "the migration was rolled back"}
+    assert event.details["operation"] == result["operation"]
+    found = app.memory.recall(team.agent, "rack", curated_only=True)
+    assert [(hit["slug"], hit["revision"]) for hit in found["results"]] == [("ops/db", 4)]
+    assert app.memory.recall(team.agent, "zeppelin")["results"] == []
+    assert app.memory.list_entries(team.human, tag="moved")["entries"] == []
+    # An agent's next change meets the curation again.
+    judged = app.memory.remember(team.agent, _request({**CURATED, "body": "db-4"}))
+    assert judged["code"] == "curated_entry"
+
+
+async def test_revert_after_uncurate_goes_back_to_the_last_curated_revision(app: Armarius, team: Team) -> None:
+    _overridden(app, team)
+    app.memory.uncurate(team.human, "ops/db")
+    assert app.memory.revert_to_curated(team.human, "ops/db", "back to what I checked")["reverted_to"] == 1
+    assert app.memory.read(team.human, "ops/db")["body"] == CURATED["body"]
+
+
+async def test_reverting_a_curated_current_revision_changes_nothing(app: Armarius, team: Team) -> None:
+    app.memory.remember(team.agent, _request(CURATED))
+    app.memory.curate(team.human, "ops/db", 1)
+    before = state(app, team)
+    assert app.memory.revert_to_curated(team.human, "ops/db", "nothing to undo") == {
+        "slug": "ops/db", "revision": 1, "curated": True, "changed": False}
+    assert state(app, team) == before
+
+
+@pytest.mark.parametrize("who", ["agent", "reader", "never_curated", "unknown_entry", "blank_reason"])
+async def test_revert_refusals_write_nothing(app: Armarius, team: Team, who: str) -> None:
+    _overridden(app, team)
+    app.memory.remember(team.agent, _request({"slug": "ops/fresh", "title": "Fresh", "body": "Never reviewed.",
+                                              "confirm_distinct": True, "reason": "unrelated"}))
+    app.directory.add_principal("alpha-reader", Kind.HUMAN, workspace="alpha", role=Role.READER, by="operator:test",
+                                password="reader correct horse")
+    reader = app.directory.authenticate_password("alpha-reader", "reader correct horse", workspace="alpha")
+    before = state(app, team)
+    actor, slug, reason, expected = {
+        "agent": (team.agent, "ops/db", "agent wants it back", NotAllowed),
+        "reader": (reader, "ops/db", "reader wants it back", NotAllowed),
+        "never_curated": (team.human, "ops/fresh", "no curated revision", NotFound),
+        "unknown_entry": (team.human, "ops/none", "nothing there", NotFound),
+        "blank_reason": (team.human, "ops/db", " \n ", ReasonRequired),
+    }[who]
+    with pytest.raises(expected) as refused:
+        app.memory.revert_to_curated(actor, slug, reason)
+    if who == "never_curated":
+        assert "never curated" in refused.value.message
+    if who in ("agent", "reader"):
+        assert refused.value.details["permission"] == "memory.curate"
+    assert state(app, team) == before
+    assert app.memory.read(team.human, "ops/db")["needs_review"] is True
+
+
+async def test_revert_is_no_agent_tool() -> None:
+    assert not any("revert" in tool.name for tool in ALL_TOOLS)

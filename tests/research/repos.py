@@ -278,3 +278,93 @@ def open_config(folder: Path, repo: Repo, **limits: Any) -> ResearchConfig:
 def open_service(folder: Path, repo: Repo, **limits: Any) -> ResearchService:
     """A service over one source ``app``; captures go to ``folder/evidence``."""
     return ResearchService(open_config(folder, repo, **limits), evidence_dir=folder / "evidence")
+
+
+#: Real names a tree can hold (each a file whose content is ``NAMED_CONTENT.format(index)``): both
+#: Unicode normalizations, fullwidth and compatibility characters, controls, bidirectional and
+#: zero-width characters, unusual spaces, backslashes, percent signs and dots that are only names.
+UNUSUAL_NAMES = [
+    "caf\u00e9.txt",                        # NFC
+    "cafe\u0301.txt",                       # NFD (as macOS commits it): another file
+    "re\u0301sume\u0301/notes.txt",         # in an NFD folder
+    "\u30c7\u30fc\u30bf\uff11.txt",         # データ１.txt: a fullwidth digit
+    "\uff21\uff22\uff23.txt",               # fullwidth letters A, B, C
+    "half\uff0ffull.txt",                   # a fullwidth solidus is a character, not a folder
+    "\uff0e\uff0e.txt",                     # fullwidth dots
+    "ligature \ufb01le.txt",                # ﬁ
+    "ohm \u2126.txt",                       # OHM SIGN (NFC makes it Ω)
+    "dotless \u0131 and I\u0307.txt",
+    "emoji \U0001f600.txt",
+    "new\nline.txt",
+    "tab\tname.txt",
+    "cr\rname.txt",
+    "esc\x1b[31mred.txt",
+    "del\x7f.txt",
+    "bell\x07.txt",
+    "bidi \u202etxt.exe",                   # RIGHT-TO-LEFT OVERRIDE
+    "isolate \u2067x\u2069.txt",
+    "zero\u200bwidth.txt",
+    "\ufeffbom.txt",
+    "line\u2028separator.txt",
+    "tag \U000e0041.txt",                   # a tag character (format, invisible)
+    "nbsp\u00a0name.txt",
+    "ideographic\u3000space.txt",
+    " leading space.txt",
+    "trailing space .txt",
+    "back\\slash.txt",
+    "..\\escape.txt",
+    "C:\\windows.txt",
+    "%2e%2e%2fpasswd.txt",
+    "100%.txt",
+    "...",
+    ".hidden.txt",
+    "a.git/inside.txt",
+    ".github/ci.yml",
+    "-n.txt",
+    "~.txt",
+    "dir.with.dots/inner.txt",
+]
+UNUSUAL_NOT_UTF8 = [b"caf\xe9 latin1.txt", b"\xff\xfe.txt"]
+NAMED_CONTENT = "named_marker {}\n"
+UNUSUAL_LINKS = {"link.txt": "caf\u00e9.txt"}
+UNUSUAL_SUBMODULE = "vendor.mod/lib"
+
+
+def _hash_object(root: Path, content: bytes) -> str:
+    return git(root, "hash-object", "-w", "--stdin", stdin=content).decode().strip()
+
+
+def build_tree_repo(root: Path, files: dict[bytes, bytes], *, links: dict[bytes, bytes] | None = None,
+                    submodules: Sequence[bytes] = ()) -> Repo:
+    """A repository whose one commit holds exactly these names (raw bytes), written straight into
+    the index, so that no file system or checkout rule changes them."""
+    root.mkdir(parents=True)
+    git(root, "init", "-q", ".")
+    records = [b"100644 " + _hash_object(root, content).encode() + b"\t" + name + b"\0"
+               for name, content in files.items()]
+    records += [b"120000 " + _hash_object(root, target).encode() + b"\t" + name + b"\0"
+                for name, target in (links or {}).items()]
+    records += [b"160000 " + GITLINK.encode() + b"\t" + name + b"\0" for name in submodules]
+    git(root, "-c", "core.protectNTFS=false", "-c", "core.protectHFS=false", "update-index", "--add", "-z",
+        "--index-info", stdin=b"".join(records))
+    tree = git(root, "write-tree").decode().strip()
+    commit = git(root, "commit-tree", "-m", "names", tree).decode().strip()
+    git(root, "update-ref", "refs/heads/main", commit)
+    return Repo(root, commit)
+
+
+def build_names_repo(root: Path) -> Repo:
+    """:data:`UNUSUAL_NAMES` and :data:`UNUSUAL_NOT_UTF8` (file ``i`` holds ``NAMED_CONTENT.format(i)``),
+    a symlink and a submodule."""
+    names = [name.encode() for name in UNUSUAL_NAMES] + UNUSUAL_NOT_UTF8
+    files = {name: NAMED_CONTENT.format(index).encode() for index, name in enumerate(names)}
+    links = {name.encode(): target.encode() for name, target in UNUSUAL_LINKS.items()}
+    return build_tree_repo(root, files, links=links, submodules=[UNUSUAL_SUBMODULE.encode()])
+
+
+def build_many_hits_repo(root: Path, files: int, lines: int) -> Repo:
+    """``files`` files (``many/f_0000.txt`` …) of ``lines`` lines, each holding ``many_marker``."""
+    content = {f"many/f_{number:04}.txt".encode(): "".join(f"many_marker {number}-{line}\n"
+                                                          for line in range(lines)).encode()
+               for number in range(files)}
+    return build_tree_repo(root, content)

@@ -44,7 +44,7 @@ from tests.research.world import (
 )
 
 ORIGINAL_COUNTS = {"creature_template": 60, "item_template": 40, "quest_template": 30, "smart_scripts": 120,
-                   "account": 3, "canary": 1}
+                   "account": 3, "canary": 1, "broadcast_text": 4}
 OUTFILE = f"{tempfile.gettempdir()}/armarius-outfile-{secrets.token_hex(6)}"
 """A path that INTO OUTFILE / COPY TO attempts name; it must never come to exist."""
 

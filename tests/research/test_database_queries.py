@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sqlite3
 from dataclasses import replace
 from datetime import date, datetime
 from decimal import Decimal
@@ -356,6 +357,61 @@ def test_the_cli_answers_a_database_query(world_server: WorldServer, tmp_path: P
     refused = run("--json", "research", "query", "--config", str(config), "--query", str(query))
     assert refused.exit_code == 5
     assert json.loads(refused.stderr)["error"]["code"] == "not_found"
+
+
+def unreachable_databases(tmp_path: Path) -> tuple[list[dict[str, Any]], Path]:
+    """A MariaDB port with nothing listening and a SQLite file (to be removed once the configuration is read)."""
+    vanished = tmp_path / "vanished.sqlite"
+    sqlite3.connect(vanished).close()
+    return [{"name": "down", "dialect": "mariadb", "host": "127.0.0.1", "port": 1, "database": "world",
+             "user": "reader", "password_env": game.PASSWORD_VARIABLE, "snapshot": "down-1",
+             "tables": ["creature_template"]},
+            {"name": "gone", "dialect": "sqlite", "path": str(vanished), "snapshot": "gone-1",
+             "tables": ["creature_template"]}], vanished
+
+
+def test_tables_of_every_database_lists_the_healthy_ones_and_marks_the_unreachable(world_server: WorldServer,
+                                                                                   tmp_path: Path) -> None:
+    (down, gone), vanished = unreachable_databases(tmp_path)
+    path = write_config(tmp_path / "research.toml", databases=[down, game.database_entry(world_server), gone])
+    service = ResearchService(load_research_config(path, game.password_environ(world_server)),
+                              evidence_dir=tmp_path / "evidence")
+    vanished.unlink()
+    try:
+        answer = service.query({"kind": "database.tables"})
+        result = answer["result"]
+        assert [entry["database"] for entry in result["databases"]] == ["down", "world", "gone"]
+        assert result["databases"][1]["tables"] == list(game.ALLOWLISTED)
+        for entry, dialect in ((result["databases"][0], "mariadb"), (result["databases"][2], "sqlite")):
+            assert set(entry) == {"database", "dialect", "snapshot", "unavailable"}  # no tables: nothing is known
+            assert entry["dialect"] == dialect
+            assert entry["unavailable"]["reason"] == "connect"
+            assert entry["database"] in entry["unavailable"]["message"]
+        assert (result["unavailable"], result["complete"]) == (["down", "gone"], False)
+        assert [origin["database"] for origin in answer["origin"]["databases"]] == ["down", "world", "gone"]
+        shown = json.dumps(answer)
+        assert "127.0.0.1" not in shown
+        assert str(vanished) not in shown
+        assert verify_capture(tmp_path / "evidence" / f"{answer['capture']}.json")
+        # A query naming the unreachable database is still that database's failure.
+        named = refusal(service, {"kind": "database.tables", "database": "down"})
+        assert (named.code, named.details) == ("research_unavailable", {"database": "down", "reason": "connect"})
+    finally:
+        service.close()
+
+
+def test_tables_of_every_database_fails_when_none_answers(tmp_path: Path) -> None:
+    databases, vanished = unreachable_databases(tmp_path)
+    path = write_config(tmp_path / "research.toml", databases=databases)
+    service = ResearchService(load_research_config(path, {game.PASSWORD_VARIABLE: "x"}),
+                              evidence_dir=tmp_path / "evidence")
+    vanished.unlink()
+    try:
+        error = refusal(service, {"kind": "database.tables"})
+        assert (error.code, error.details) == ("research_unavailable", {"database": "down", "reason": "connect"})
+        assert not (tmp_path / "evidence").exists()
+    finally:
+        service.close()
 
 
 def test_dates_match_in_either_iso_form_and_offsets_are_never_dropped(world: ResearchService) -> None:

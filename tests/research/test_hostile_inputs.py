@@ -1,9 +1,10 @@
 """A corpus of hostile query inputs for every kind and field.
 
-Each answer is a refusal (``invalid_input``, or ``not_found`` for a well-formed path or source that
-does not exist) or a literal treatment whose every hit lies inside the pinned tree; nothing is
-ever read from or written to anywhere else, and the repository (working tree, index, refs,
-config) is the same afterwards.
+Each answer is a refusal (``invalid_input``, or ``not_found`` for a path or source that does not
+exist) or a literal treatment whose every hit lies inside the pinned tree; nothing is ever read
+from or written to anywhere else, and the repository (working tree, index, refs, config) is the
+same afterwards. Paths that could leave the tree or enter git's metadata are refused before any
+lookup; every other spelling is a name, looked up byte for byte.
 """
 
 from __future__ import annotations
@@ -22,17 +23,22 @@ from armarius.research.service import ResearchService, query_schema
 from tests.helpers import agent_of, make_team
 from tests.research.repos import PINNED, Repo, build_repo, open_service, walk
 
+#: Spellings that could reach outside the tree or into git's metadata: refused before any lookup.
 TRAVERSALS = [
     "../etc/passwd", "../../../../../../etc/passwd", "src/../../outside", "src/../src/app.py", "..", ".",
-    "./src/app.py", "src/./app.py", "..\\..\\etc\\passwd", "src\\app.py", "..\\", "%2e%2e/etc/passwd",
-    "%2E%2E%2Fetc%2Fpasswd", "..%2fetc%2fpasswd", "%252e%252e/etc/passwd", "src%2fapp.py", "/etc/passwd",
-    "//etc/passwd", "/", "/proc/self/environ", "C:\\Windows\\win.ini", "file:///etc/passwd", ".git/config", ".git",
-    ".git/", ".GIT/config", ".Git/HEAD", "src/.git/config", ".git/objects", "src/app.py/", "src//app.py",
-    "src/app.py//", "src/app.py/.", "\uff0e\uff0e/etc/passwd", "\u2025/etc/passwd", "\u2024\u2024/etc/passwd",
-    "src\uff0fapp.py", "\uff0fetc\uff0fpasswd", "src\u2215app.py", "\u2216etc", "s\u0301rc/app.py",
-    "src/app\u200b.py", "\u202eyp.ppa/crs", "\ufeffsrc/app.py", "src/app.py\x00", "src/app.py\x00.txt",
-    "src/app.py\n", "src/app.py\r", "src/\x1b[31mapp.py", "src/app.py\t", "src/app.py\u2028", "\ud800",
-    "src/\udce9.py", "~/.ssh/id_rsa", "$HOME/.ssh", "`id`", "$(id)", "src/app.py;id",
+    "./src/app.py", "src/./app.py", "/etc/passwd", "//etc/passwd", "/", "/proc/self/environ", "file:///etc/passwd",
+    ".git/config", ".git", ".git/", ".GIT/config", ".Git/HEAD", "src/.git/config", ".git/objects", "src/app.py/",
+    "src//app.py", "src/app.py//", "src/app.py/.", "src/app.py\x00", "src/app.py\x00.txt", "\ud800", "src/\udce9.py",
+]
+#: Spellings that only look like one: in a git tree each is a plain name (a backslash, a percent sign, a
+#: fullwidth dot, a control character are bytes of a name), so each is looked up byte for byte, and is not there.
+LOOKALIKES = [
+    "..\\..\\etc\\passwd", "src\\app.py", "..\\", "%2e%2e/etc/passwd", "%2E%2E%2Fetc%2Fpasswd", "..%2fetc%2fpasswd",
+    "%252e%252e/etc/passwd", "src%2fapp.py", "C:\\Windows\\win.ini", "\uff0e\uff0e/etc/passwd", "\u2025/etc/passwd",
+    "\u2024\u2024/etc/passwd", "src\uff0fapp.py", "\uff0fetc\uff0fpasswd", "src\u2215app.py", "\u2216etc",
+    "s\u0301rc/app.py", "src/app\u200b.py", "\u202eyp.ppa/crs", "\ufeffsrc/app.py", "src/app.py\n", "src/app.py\r",
+    "src/\x1b[31mapp.py", "src/app.py\t", "src/app.py\u2028", "~/.ssh/id_rsa", "$HOME/.ssh", "`id`", "$(id)",
+    "src/app.py;id", "...", ".git.", ".gitx/config", "a.git/config", " .git", "git~1/config",
 ]
 INJECTIONS = [
     "--output=evil.txt", "-Oevil.txt", "-O", "--open-files-in-pager=touch evil.txt", "-e", "--", "-", "--help",
@@ -46,7 +52,7 @@ MAGIC = [
 ]
 CONTROL = ["\x00", "a\x00b", "a\nb", "a\rb", "\n", "\x1b[31m", "\t", "\x7f", "\u202e", "\u0085", "\udce9"]
 LONG = ["x" * 256, "x" * 257, "x" * 1024, "x" * 1025, "a/" * 300 + "a", "x" * 100_000]
-TEXTS = TRAVERSALS + INJECTIONS + MAGIC + CONTROL + LONG + ["", " ", "handle_order"]
+TEXTS = TRAVERSALS + LOOKALIKES + INJECTIONS + MAGIC + CONTROL + LONG + ["", " ", "handle_order"]
 WRONG_TYPES: list[Any] = [None, 1, 1.5, True, [], {}, ["src"], {"$ne": 1}]
 WRONG_INTEGERS: list[Any] = [None, "1", 1.5, 1.0, True, False, -1, 10**30, [], {}, [1]]
 
@@ -62,7 +68,7 @@ BASE: dict[str, dict[str, Any]] = {
 }
 
 
-PATHS = TRAVERSALS + INJECTIONS + MAGIC + CONTROL + LONG + ["", "src", "src/", "db"] + WRONG_TYPES
+PATHS = TRAVERSALS + LOOKALIKES + INJECTIONS + MAGIC + CONTROL + LONG + ["", "src", "src/", "db"] + WRONG_TYPES
 SOURCES = ["../app", "/etc", "app; rm -rf /", "APP", "app ", "\x00", "x" * 65, "", "other", "..", ".git", "app\n",
            "\udce9", *WRONG_TYPES]
 UNKNOWN_FIELDS = ["repository", "commit", "branch", "url", "root", "cwd", "config", "timeout_seconds", "max_hits",
@@ -184,18 +190,11 @@ def test_the_corpus_covers_every_kind_and_field() -> None:
     assert len(CORPUS) > 500
 
 
-#: Well-formed relative names (nothing to refuse): looked up literally, and not there.
-WELL_FORMED = {"~/.ssh/id_rsa", "$HOME/.ssh", "`id`", "$(id)", "src/app.py;id", "src\u2215app.py", "\u2216etc"}
-
-
 @pytest.mark.parametrize("path", TRAVERSALS)
 def test_every_traversal_spelling_is_refused_before_any_lookup(world: tuple[Path, Repo, ResearchService],
                                                                path: str) -> None:
     _base, _repo, service = world
     code, error = outcome(service, {**BASE["source.read"], "path": path})
-    if path in WELL_FORMED:
-        assert code == "not_found"
-        return
     assert code == "invalid_input", error
     assert error["details"]["field"] == "path"
     code, error = outcome(service, {**BASE["source.search"], "path_prefix": path})
@@ -204,6 +203,19 @@ def test_every_traversal_spelling_is_refused_before_any_lookup(world: tuple[Path
         return
     assert code == "invalid_input", (path, error)
     assert error["details"]["field"] == "path_prefix"
+
+
+@pytest.mark.parametrize("path", LOOKALIKES)
+def test_every_lookalike_is_a_name_looked_up_literally(world: tuple[Path, Repo, ResearchService], path: str) -> None:
+    _base, repo, service = world
+    assert path not in repo.tree_paths()
+    code, error = outcome(service, {**BASE["source.read"], "path": path})
+    assert code == "not_found", error
+    assert error["details"] == {"path": path}
+    code, answer = outcome(service, {**BASE["source.search"], "path_prefix": path})
+    assert code == "ok", answer
+    assert answer["result"]["hits"] == []  # nothing under a name the tree does not hold
+    assert answer["result"]["path_prefix"] == path
 
 
 def test_the_corpus_has_both_refusals_and_literal_answers(world: tuple[Path, Repo, ResearchService]) -> None:

@@ -2,10 +2,12 @@
 
 The same logical content is loaded on all three engines (DDL differs by dialect, see :func:`ddl`):
 four allowlisted tables (``creature_template``, ``item_template``, ``quest_template``,
-``smart_scripts``) and two hidden ones (``account`` holds "secrets", ``canary`` one row that must
-stay untouched). The expected rows are module-level constants with Python values (``Decimal``,
-``datetime``, ``date``, ``bytes``, ``None``) so tests compare against them rather than copying
-answers.
+``smart_scripts``), two hidden ones (``account`` holds "secrets", ``canary`` one row that must
+stay untouched) and ``broadcast_text``, which tests allowlist when they need it: text columns in
+several MariaDB character sets (utf8mb3, utf8mb4, latin1, cp1251; plain text elsewhere), a UUID
+column (no declared type on SQLite), and a DECIMAL and a float column that hold 0. The expected
+rows are module-level constants with Python values (``Decimal``, ``datetime``, ``date``,
+``bytes``, ``None``) so tests compare against them rather than copying answers.
 
 Awkward values on purpose: Unicode and emoji names, names with ``%``, ``_``, quotes, a backslash
 and a newline, a DECIMAL(31,2) that no float holds, non-UTF-8 and empty blobs, a 5,000-byte blob, a
@@ -16,7 +18,7 @@ On SQLite, DECIMAL columns have NUMERIC affinity, so decimals come back as lossy
 ISO text (``"2024-01-02 12:30:45"``, ``"2024-02-03"``).
 
 Server worlds get a fresh database and two logins with random names and passwords: a reader with
-SELECT on the six tables and nothing else, and a deliberately over-privileged writer. Everything is
+SELECT on every table and nothing else, and a deliberately over-privileged writer. Everything is
 dropped on exit. Run this file to check the whole thing by hand.
 """
 
@@ -34,6 +36,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
+from uuid import UUID
 
 import psycopg
 from psycopg import sql
@@ -43,8 +46,9 @@ MARIADB_ADMIN_URL = os.environ.get("ARMARIUS_TEST_MARIADB_URL", "mysql://root@12
 
 ALLOWLISTED = ("creature_template", "quest_template", "item_template", "smart_scripts")
 HIDDEN = ("account", "canary")
-TABLES = ("creature_template", "item_template", "quest_template", "smart_scripts", "account", "canary")
-"""All six tables in creation order (items before quests: the foreign key)."""
+TABLES = ("creature_template", "item_template", "quest_template", "smart_scripts", "account", "canary",
+          "broadcast_text")
+"""All seven tables in creation order (items before quests: the foreign key)."""
 
 WORLD_DECIMAL_EXACT = "12345678901234567890.12"
 
@@ -200,6 +204,22 @@ SECRET_MARKERS = ("secret_admin", "secret_gm", "secret_player", "SECRETHASH", "@
 
 CANARY: list[dict[str, Any]] = [{"id": 1, "note": "untouched"}]
 
+SOUND_IDS = ("123e4567-e89b-12d3-a456-426614174000", "123e4567-e89b-12d3-a456-426614174001",
+             "123e4567-e89b-12d3-a456-426614174004")
+BROADCAST_TEXTS: list[dict[str, Any]] = [
+    {"id": 1, "text_mb3": "Drache", "text_mb4": "Drache 🔥", "text_latin1": "café", "text_cp1251": "Дракон",
+     "sound_id": SOUND_IDS[0], "chance": Decimal("0.0000"), "ratio": 0.0},
+    {"id": 2, "text_mb3": "Дракон", "text_mb4": "Дракон", "text_latin1": "naïve €", "text_cp1251": "Змей",
+     "sound_id": SOUND_IDS[1], "chance": Decimal("12.5000"), "ratio": 1.5},
+    {"id": 3, "text_mb3": None, "text_mb4": None, "text_latin1": None, "text_cp1251": None, "sound_id": None,
+     "chance": Decimal("1.0000"), "ratio": None},
+    {"id": 4, "text_mb3": "plain", "text_mb4": "🔥", "text_latin1": "plain", "text_cp1251": "plain",
+     "sound_id": SOUND_IDS[2], "chance": Decimal("99.9900"), "ratio": 2.0},
+]
+"""Texts for the character-set tests: on MariaDB, text_mb3 cannot hold 🔥, text_latin1 no Cyrillic,
+text_cp1251 no 🔥 and no é (a set Armarius leaves to the server); elsewhere every column holds all.
+Only one emoji, so that MariaDB's utf8mb4_unicode_ci (all emoji compare equal) changes no answer."""
+
 ROWS: dict[str, list[dict[str, Any]]] = {
     "creature_template": CREATURES,
     "item_template": ITEMS,
@@ -207,12 +227,14 @@ ROWS: dict[str, list[dict[str, Any]]] = {
     "smart_scripts": SMART_SCRIPTS,
     "account": ACCOUNTS,
     "canary": CANARY,
+    "broadcast_text": BROADCAST_TEXTS,
 }
 COLUMNS: dict[str, tuple[str, ...]] = {table: tuple(rows[0]) for table, rows in ROWS.items()}
 """Each table's columns in declaration order."""
 PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "creature_template": ("entry",), "item_template": ("entry",), "quest_template": ("id",),
     "smart_scripts": ("entryorguid", "source_type", "id", "link"), "account": ("id",), "canary": ("id",),
+    "broadcast_text": ("id",),
 }
 
 
@@ -234,6 +256,10 @@ _TYPES: dict[str, tuple[str, str, str]] = {  # logical type: (mariadb, postgresq
     "date": ("DATE", "DATE", "DATE"),
     "blob": ("BLOB", "BYTEA", "BLOB"),
     "text": ("TEXT", "TEXT", "TEXT"),
+    "text_mb3": ("VARCHAR(100) CHARACTER SET utf8mb3 COLLATE utf8mb3_general_ci", "TEXT", "TEXT"),
+    "text_latin1": ("VARCHAR(100) CHARACTER SET latin1", "TEXT", "TEXT"),
+    "text_cp1251": ("VARCHAR(100) CHARACTER SET cp1251", "TEXT", "TEXT"),
+    "uuid": ("UUID", "UUID", ""),
 }
 _DIALECTS: tuple[str, ...] = ("mariadb", "postgresql", "sqlite")
 
@@ -286,6 +312,16 @@ _SCHEMA: dict[str, tuple[tuple[str, str, str], ...]] = {  # table: (column, logi
     "canary": (
         ("id", "int", "PRIMARY KEY"),
         ("note", "VARCHAR(64)", "NOT NULL"),
+    ),
+    "broadcast_text": (
+        ("id", "int", "PRIMARY KEY"),
+        ("text_mb3", "text_mb3", "NULL"),
+        ("text_mb4", "VARCHAR(100)", "NULL"),
+        ("text_latin1", "text_latin1", "NULL"),
+        ("text_cp1251", "text_cp1251", "NULL"),
+        ("sound_id", "uuid", "NULL"),
+        ("chance", "DECIMAL(12,4)", "NOT NULL"),
+        ("ratio", "float", "NULL"),
     ),
 }
 _TABLE_EXTRAS: dict[str, tuple[str, ...]] = {
@@ -433,7 +469,7 @@ def mariadb_world() -> Iterator[WorldServer]:
     """A fresh MariaDB database with the world, a SELECT-only reader and an ALL-privileges writer.
 
     Both logins exist for host ``'%'`` and ``'localhost'``. The reader has table-level SELECT on
-    the six tables; the writer has ALL PRIVILEGES on the database. All is dropped on exit.
+    every table; the writer has ALL PRIVILEGES on the database. All is dropped on exit.
     """
     import pymysql
 
@@ -487,7 +523,7 @@ def postgres_world() -> Iterator[WorldServer]:
     """A fresh PostgreSQL database with the world, a SELECT-only reader and an over-privileged writer.
 
     ``PUBLIC`` loses its default database privileges (CONNECT, TEMP). The reader gets CONNECT, USAGE
-    on schema public and SELECT on the six tables; the writer CONNECT, TEMP, USAGE and CREATE on
+    on schema public and SELECT on every table; the writer CONNECT, TEMP, USAGE and CREATE on
     schema public and ALL on the tables. All is dropped on exit (sessions terminated first).
     """
     admin = _pg_admin()
@@ -589,7 +625,8 @@ def _check_contents(server: WorldServer) -> None:
     for table in TABLES:
         order = ", ".join(PRIMARY_KEYS[table])
         actual = owner_rows(server, f"SELECT * FROM {table} ORDER BY {order}")
-        actual = [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in actual]
+        actual = [tuple(bytes(v) if isinstance(v, memoryview) else str(v) if isinstance(v, UUID) else v for v in row)
+                  for row in actual]
         assert actual == expected_tuples(table), table
 
 

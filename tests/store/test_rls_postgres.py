@@ -322,9 +322,9 @@ def test_open_app_refuses_a_superuser_url(world: World, tmp_path: Path) -> None:
     assert "row-level security" in caught.value.message
 
 
-def test_open_app_refuses_a_bypassrls_role(world: World, tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path / "bypass", database_url=world.app_url,
-                        database_migrate_url=world.owner_url)
+def test_open_app_refuses_a_bypassrls_role(world: World) -> None:
+    settings = world.app.settings  # its data folder holds the audit key
+    assert settings.database_url == world.app_url
     open_app(settings).close()  # the plain application role is accepted
     with psycopg.connect(world.owner_url, autocommit=True) as connection:
         connection.execute(f'ALTER ROLE "{world.app_role}" BYPASSRLS')

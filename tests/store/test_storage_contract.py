@@ -115,7 +115,8 @@ def test_open_app_refuses_a_database_that_was_never_migrated(fresh_settings: Set
     with pytest.raises(SchemaOutdated) as caught:
         open_app(fresh_settings)
     assert caught.value.code == "schema_outdated"
-    assert caught.value.details == {"current": 0, "required": latest_version(dialect_of(fresh_settings))}
+    latest = latest_version(dialect_of(fresh_settings))
+    assert caught.value.details == {"current": 0, "required": latest, "missing": all_versions(fresh_settings)}
     assert "armarius init" in caught.value.message
 
 
@@ -126,8 +127,18 @@ def test_open_app_refuses_an_outdated_schema(settings: Settings) -> None:
         assert owner.execute("DELETE FROM schema_migrations WHERE version = ?", (latest,)) == 1
     with pytest.raises(SchemaOutdated) as caught:
         open_app(settings)
-    assert caught.value.details == {"current": latest - 1, "required": latest}
+    assert caught.value.details == {"current": latest - 1, "required": latest, "missing": [latest]}
     assert "armarius init" in caught.value.message
+
+
+def test_open_app_refuses_a_schema_with_a_gap(settings: Settings) -> None:
+    """A migration missing below the newest one (say, a restore that lost it) is not a current schema."""
+    latest = latest_version(dialect_of(settings))
+    with OwnerSQL(settings) as owner:
+        assert owner.execute("DELETE FROM schema_migrations WHERE version = ?", (latest - 1,)) == 1
+    with pytest.raises(SchemaOutdated) as caught:
+        open_app(settings)
+    assert caught.value.details["missing"] == [latest - 1]
 
 
 def test_open_app_refuses_a_newer_schema(settings: Settings) -> None:

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -17,26 +14,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from armarius.app import Armarius
 from armarius.auth.permissions import Role
 from armarius.errors import ERROR_CODES
-from armarius.web.app import create_web_app
-from tests.e2e.servers import free_port
 from tests.helpers import OPERATOR, make_team, tool_payload
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def base_url(app: Armarius) -> Iterator[str]:
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_web_app(app), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=20)
 
 
 @asynccontextmanager
@@ -112,3 +92,20 @@ async def test_api_and_health(app: Armarius, base_url: str) -> None:
     codes = document["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]["enum"]
     assert set(codes) == set(ERROR_CODES)
     assert "Armarius" in home.text
+
+
+async def test_the_api_root_lists_its_routes_and_the_openapi_document(app: Armarius, base_url: str) -> None:
+    async with httpx.AsyncClient() as http:
+        index = await http.get(f"{base_url}/api")
+        document = (await http.get(f"{base_url}{index.json()['openapi']}")).json()
+    assert index.status_code == 200
+    listed = {route["path"] for route in index.json()["routes"]}
+    assert listed == set(document["paths"]) - {"/api", "/healthz"}
+
+
+def test_the_http_api_offers_no_identity_or_other_write_action() -> None:
+    """Identity actions on a network surface would need principals.manage (docs/security.md):
+    today the API only reads, and a new route that writes must revisit that."""
+    from armarius.web.api import API_ROUTES
+
+    assert {route.method for route in API_ROUTES} == {"GET"}

@@ -17,7 +17,7 @@ from armarius.audit import chain as audit
 from armarius.auth.model import Actor, IssuedToken, Principal, TokenInfo, Workspace
 from armarius.auth.permissions import AGENT_FORBIDDEN, Kind, Role, permissions_for, role_allowed
 from armarius.auth.secrets import digests_match, hash_password, new_token, token_digest, verify_password
-from armarius.errors import AlreadyExists, InvalidInput, NotAllowed, NotFound, Unauthenticated
+from armarius.errors import AlreadyExists, InvalidInput, NotAllowed, NotFound, Unauthenticated, echo
 from armarius.store import Database, Row, Tx, UniqueViolation, utc_now
 
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
@@ -52,7 +52,7 @@ class Directory:
                     (name, utc_now()),
                 )
             except UniqueViolation:
-                raise AlreadyExists(f"A workspace named {name!r} exists already.", workspace=name) from None
+                raise AlreadyExists(f"A workspace named {echo(name)} exists already.", workspace=name) from None
             assert row is not None
             audit.append(tx, actor=by, action="workspace.created", subject=name)
         return Workspace(**row)
@@ -101,7 +101,7 @@ class Directory:
                     (name, kind.value, password_hash, utc_now()),
                 )
             except UniqueViolation:
-                raise AlreadyExists(f"A principal named {name!r} exists already.", principal=name) from None
+                raise AlreadyExists(f"A principal named {echo(name)} exists already.", principal=name) from None
             assert row is not None
             principal = _principal(row)
             audit.append(tx, actor=by, action="principal.created", subject=name, details={"kind": kind.value})
@@ -161,7 +161,7 @@ class Directory:
                                    principal=principal_name)
             space = self._workspace(tx, workspace)
             if self._role(tx, space.id, principal.id) is None:
-                raise NotAllowed(f"{principal_name!r} is not a member of workspace {workspace!r}; "
+                raise NotAllowed(f"{echo(principal_name)} is not a member of workspace {echo(workspace)}; "
                                  "give it a role there first.", principal=principal_name, workspace=workspace)
             row = tx.one(
                 "INSERT INTO agent_tokens (principal_id, workspace_ref, label, digest, created_at) "
@@ -226,37 +226,55 @@ class Directory:
                 tx.execute("UPDATE agent_tokens SET last_used_at = ? WHERE id = ?", (now, row["token_id"]))
 
     def authenticate_password(self, name: str, password: str, *, workspace: str) -> Actor:
-        """A human principal acting in ``workspace`` after presenting its password."""
-        refusal = Unauthenticated("The principal name or password is wrong.")
+        """A human principal acting in ``workspace`` after presenting its password.
+
+        Every attempt is audited, never with the password: logins and failed logins in the
+        workspace's chain, a failed login naming a workspace that does not exist in the system
+        chain. Events name only principals that exist (a password typed into the name field must
+        not land in the log); the caller is told no more than before.
+        """
         with self.database.transaction() as tx:
             row = tx.one(
                 "SELECT p.id AS principal_id, p.name AS principal, p.kind, p.password_hash, "
-                "w.id AS workspace_id, w.name AS workspace, m.role FROM principals p "
-                "JOIN workspaces w ON w.name = ? "
-                "LEFT JOIN memberships m ON m.workspace_ref = w.id AND m.principal_id = p.id WHERE p.name = ?",
-                (workspace, name),
+                "w.id AS workspace_id, w.name AS workspace, m.role FROM (SELECT 1 AS probe) AS probe "
+                "LEFT JOIN principals p ON p.name = ? LEFT JOIN workspaces w ON w.name = ? "
+                "LEFT JOIN memberships m ON m.workspace_ref = w.id AND m.principal_id = p.id",
+                (name, workspace),
             )
-        usable = row is not None and row["kind"] == Kind.HUMAN.value and bool(row["password_hash"])
+        assert row is not None  # the probe always yields one row
+        usable = row["kind"] == Kind.HUMAN.value and bool(row["password_hash"])
         # Hash even when there is nothing to compare with, so timing does not tell which names exist.
-        matches = verify_password(password, row["password_hash"] if usable and row else _UNUSABLE_HASH)
-        if not usable or not matches or row is None:
-            raise refusal
-        if row["role"] is None:
-            raise NotAllowed(f"{name!r} is not a member of workspace {workspace!r}.", workspace=workspace)
-        return _actor(row, token_id=None)
+        matches = verify_password(password, row["password_hash"] if usable else _UNUSABLE_HASH)
+        failure = _login_failure(row, matches=matches)
+        self._audit_login(row, failure)
+        if failure is None:
+            return _actor(row, token_id=None)
+        if failure == "not_a_member":
+            raise NotAllowed(f"{echo(name)} is not a member of workspace {echo(workspace)}.", workspace=workspace)
+        raise Unauthenticated("The principal name or password is wrong.")
+
+    def _audit_login(self, row: Row, failure: str | None) -> None:
+        principal = row["principal"] or ""
+        with self.database.transaction(workspace_id=row["workspace_id"], write=True) as tx:
+            if failure is None:
+                audit.append(tx, actor=f"{Kind.HUMAN.value}:{principal}", action="login.succeeded",
+                             subject=principal, details={"role": row["role"]})
+            else:
+                audit.append(tx, actor="unauthenticated", action="login.failed", subject=principal,
+                             details={"reason": failure})
 
     # Lookups ----------------------------------------------------------------------------------
 
     def _workspace(self, tx: Tx, name: str) -> Workspace:
         row = tx.one("SELECT id, name, created_at FROM workspaces WHERE name = ?", (name,))
         if row is None:
-            raise NotFound(f"There is no workspace named {name!r}.", workspace=name)
+            raise NotFound(f"There is no workspace named {echo(name)}.", workspace=name)
         return Workspace(**row)
 
     def _principal(self, tx: Tx, name: str) -> Principal:
         row = tx.one("SELECT id, name, kind, created_at FROM principals WHERE name = ?", (name,))
         if row is None:
-            raise NotFound(f"There is no principal named {name!r}.", principal=name)
+            raise NotFound(f"There is no principal named {echo(name)}.", principal=name)
         return _principal(row)
 
     def _role(self, tx: Tx, workspace_id: int, principal_id: int) -> Role | None:
@@ -273,6 +291,19 @@ def _check_role(kind: Kind, role: Role) -> None:
             f"An {kind.value} principal cannot have the role {role.value!r}: agents never hold {forbidden}.",
             kind=kind.value, role=role.value,
         )
+
+
+def _login_failure(row: Row, *, matches: bool) -> str | None:
+    """Why a password login fails (recorded in the audit log, never told to the caller), or None."""
+    conditions = (
+        ("unknown_workspace", row["workspace_id"] is not None),
+        ("unknown_principal", row["principal_id"] is not None),
+        ("not_a_human", row["kind"] == Kind.HUMAN.value),
+        ("no_password", bool(row["password_hash"])),
+        ("wrong_password", matches),
+        ("not_a_member", row["role"] is not None),
+    )
+    return next((reason for reason, holds in conditions if not holds), None)
 
 
 def _principal(row: Row) -> Principal:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import getpass
 import json
+import shlex
+import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -15,6 +17,10 @@ import click
 
 from armarius.app import Armarius, open_app
 from armarius.config import Settings, load_settings
+from armarius.validation import INT64_MAX
+
+#: A revision, proposal or token number: what the database can hold, no more.
+NUMBER = click.IntRange(1, INT64_MAX)
 
 
 @dataclass
@@ -37,6 +43,13 @@ class CliContext:
         finally:
             application.close()
 
+    def command_line(self, *arguments: str, with_data_dir: bool = False) -> str:
+        """A command a person can paste into the shell it was printed in, and it runs as printed
+        (``with_data_dir``: from any folder, naming the data folder even when it was the default)."""
+        named = with_data_dir or self.data_dir is not None
+        data_dir = ["--data-dir", str(self.settings.data_dir)] if named else []
+        return " ".join([armarius_command(), *map(shlex.quote, [*data_dir, *arguments])])
+
     @property
     def operator(self) -> str:
         """Operator commands act with direct access to the data; the audit log names the OS user."""
@@ -53,6 +66,18 @@ class CliContext:
 
 
 pass_cli = click.make_pass_decorator(CliContext)
+
+
+def armarius_command() -> str:
+    """How to run this installation from a shell: `armarius` when that name on the PATH is this
+    installation, else the full path of its script (a fresh venv is not on the PATH)."""
+    script = Path(sys.executable).parent / "armarius"
+    if not script.is_file():
+        return f"{shlex.quote(sys.executable)} -m armarius"
+    on_path = shutil.which("armarius")
+    if on_path is not None and Path(on_path).resolve() == script.resolve():
+        return "armarius"
+    return shlex.quote(str(script))
 
 
 def format_table(rows: Sequence[Sequence[Any]]) -> str:

@@ -1,11 +1,17 @@
 """Human authentication for the CLI's trust-changing commands.
 
 The principal is named with --as (or ARMARIUS_PRINCIPAL); the password comes from
-ARMARIUS_PASSWORD (for scripts) or is asked for without echo.
+ARMARIUS_PASSWORD (for scripts) or is asked for without echo on the terminal.
+
+The workspace is looked up before the password is asked for, so that a mistyped workspace says
+so instead of reading as a wrong password. That is the local operator's view (a shell with the
+data folder can list the workspaces anyway); the network surfaces never tell an unauthenticated
+caller which workspaces exist.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -15,6 +21,7 @@ import click
 from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.cli.context import CliContext
+from armarius.errors import NotFound, Unauthenticated, echo
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -27,10 +34,33 @@ def human_options(command: F) -> F:
     return click.option("--workspace", required=True, help="The workspace to act in.")(command)
 
 
-def human_actor(app: Armarius, principal: str, password: str | None, workspace: str) -> Actor:
+def human_actor(cli: CliContext, app: Armarius, principal: str, password: str | None, workspace: str) -> Actor:
+    if not any(space.name == workspace for space in app.directory.workspaces()):
+        raise NotFound(f"There is no workspace named {echo(workspace)}. "
+                       f"`{cli.command_line('workspace', 'list')}` lists the workspaces.", workspace=workspace)
     if password is None:
-        password = click.prompt(f"Password for {principal}", hide_input=True, err=True)
+        password = _ask_password(principal)
     return app.directory.authenticate_password(principal, password, workspace=workspace)
+
+
+def _ask_password(principal: str) -> str:
+    if not _terminal_available():
+        raise Unauthenticated(
+            f"This command acts as {echo(principal)} and needs its password, and there is no terminal to ask "
+            "on. Run it in a terminal, or set ARMARIUS_PASSWORD in its environment."
+        )
+    return str(click.prompt(f"Password for {principal}", hide_input=True, err=True))
+
+
+def _terminal_available() -> bool:
+    """Whether a password prompt can be answered: getpass reads the controlling terminal."""
+    if sys.stdin is not None and sys.stdin.isatty():
+        return True
+    try:
+        with open("/dev/tty", "rb"):
+            return True
+    except OSError:
+        return False
 
 
 @contextmanager
@@ -38,4 +68,4 @@ def acting_human(cli: CliContext, workspace: str, principal: str, password: str 
                  ) -> Iterator[tuple[Armarius, Actor]]:
     """The opened application and the authenticated human acting in it."""
     with cli.app() as app:
-        yield app, human_actor(app, principal, password, workspace)
+        yield app, human_actor(cli, app, principal, password, workspace)

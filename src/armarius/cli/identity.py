@@ -6,7 +6,7 @@ import click
 
 from armarius.auth.permissions import Kind, Role
 from armarius.auth.secrets import new_password
-from armarius.cli.context import CliContext, pass_cli, read_secret_from_stdin
+from armarius.cli.context import NUMBER, CliContext, pass_cli, read_secret_from_stdin
 
 ROLE = click.Choice([role.value for role in Role])
 
@@ -128,7 +128,7 @@ def token_issue(cli: CliContext, principal_name: str, workspace: str, label: str
 
 
 @token.command("revoke")
-@click.argument("token_id", type=int)
+@click.argument("token_id", type=NUMBER)
 @pass_cli
 def token_revoke(cli: CliContext, token_id: int) -> None:
     """Revoke a token by its id; it stops working at once."""

@@ -35,12 +35,24 @@ class ArmariusGroup(click.Group):
             _fail(ctx, InternalError())
 
 
+#: The CLI's own next step for errors that leave it to the surface (they carry an agent_hint in
+#: the agent tools' terms, which a person cannot follow), by command group and code.
+_NEXT_STEPS = {
+    ("memory", "not_found"): "`{armarius} memory list` and `{armarius} memory search WORDS` (with your --workspace "
+                             "and --as) show the entries there are.",
+}
+
+
 def _fail(ctx: click.Context, error: ArmariusError) -> None:
-    as_json = bool(ctx.params.get("as_json"))
-    if as_json:
-        click.echo(json.dumps({"error": error.to_dict()}, ensure_ascii=False), err=True)
+    shown = error.to_dict(for_agent=False)
+    step = _NEXT_STEPS.get((ctx.invoked_subcommand or "", error.code)) if error.agent_hint else None
+    cli_context = ctx.find_object(CliContext)
+    if step and cli_context is not None:
+        shown["message"] += " " + step.format(armarius=cli_context.command_line())
+    if ctx.params.get("as_json"):
+        click.echo(json.dumps({"error": shown}, ensure_ascii=False), err=True)
     else:
-        click.echo(f"error [{error.code}]: {error.message}", err=True)
+        click.echo(f"error [{error.code}]: {shown['message']}", err=True)
     sys.exit(error.exit_code)
 
 

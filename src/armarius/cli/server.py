@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -12,9 +16,9 @@ import click
 from armarius.app import Armarius, initialize
 from armarius.auth.permissions import Kind, Role
 from armarius.auth.secrets import new_password
-from armarius.cli.context import CliContext, pass_cli
+from armarius.cli.context import CliContext, armarius_command, pass_cli
 from armarius.config import write_settings_file
-from armarius.errors import NotFound
+from armarius.errors import InvalidInput, NotFound, PortInUse
 from armarius.store.schema import latest_version
 
 DEMO_WORKSPACE, DEMO_ADMIN, DEMO_AGENT = "demo", "admin", "demo-agent"
@@ -36,23 +40,80 @@ def init(cli: CliContext) -> None:
     )
 
 
-def _serve_http(app: Armarius, host: str | None, port: int | None) -> None:
+PORT = click.IntRange(1, 65535)
+
+
+def listen(host: str, port: int) -> list[socket.socket]:
+    """The server's listening sockets, bound now: a taken port is reported before anything is
+    printed or set up, and no other program can take it between the check and the serving."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror:
+        raise InvalidInput(f"{host!r} is not an address of this machine nor a name that resolves; give --host "
+                           "an address such as 127.0.0.1.", field="host") from None
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, protocol, _, address in dict.fromkeys(addresses):
+            listener = socket.socket(family, kind, protocol)
+            sockets.append(listener)
+            if os.name == "posix":  # as uvicorn does: a restart need not wait out TIME_WAIT
+                listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            listener.bind(address)
+            listener.listen(2048)
+    except OSError as error:
+        for listener in sockets:
+            listener.close()
+        if error.errno == errno.EADDRINUSE:
+            other = port + 1 if port < 65535 else 8765
+            raise PortInUse(
+                f"Port {port} on {host} is taken: another program (perhaps another Armarius) listens there. "
+                f"Stop it, or pick another port, for example --port {other} (or set [server] port in "
+                "armarius.toml, or ARMARIUS_PORT).", host=host, port=port,
+            ) from None
+        raise InvalidInput(f"Cannot listen on {host} port {port}: {error.strerror}. Pick another --host or --port "
+                           "(ports below 1024 need administrator rights).", field="port", host=host,
+                           port=port) from None
+    return sockets
+
+
+def _base_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _serve_http(app: Armarius, sockets: list[socket.socket]) -> None:
     import uvicorn
 
     from armarius.web.app import create_web_app
 
-    uvicorn.run(create_web_app(app), host=host or app.settings.host, port=port or app.settings.port,
-                log_level="info", server_header=False)
+    config = uvicorn.Config(create_web_app(app), log_level="info", server_header=False,
+                            timeout_keep_alive=app.settings.keep_alive_seconds)
+    try:
+        uvicorn.Server(config).run(sockets=sockets)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for listener in sockets:
+            listener.close()
 
 
 @click.command()
 @click.option("--host", help="Address to listen on (default from settings: 127.0.0.1).")
-@click.option("--port", type=int, help="Port (default from settings: 8765).")
+@click.option("--port", type=PORT, help="Port (default from settings: 8765).")
 @pass_cli
 def serve(cli: CliContext, host: str | None, port: int | None) -> None:
     """Serve MCP over streamable HTTP at /mcp, the JSON API at /api and /healthz."""
-    with cli.app() as app:
-        _serve_http(app, host, port)
+    host, port = host or cli.settings.host, port or cli.settings.port
+    sockets = listen(host, port)
+    try:
+        with cli.app() as app:
+            click.echo(f"Serving on {_base_url(host, port)}: MCP at /mcp, the API at /api (Ctrl-C to stop).",
+                       err=True)
+            _serve_http(app, sockets)
+    finally:
+        for listener in sockets:
+            listener.close()
 
 
 @click.command()
@@ -69,36 +130,57 @@ def mcp(cli: CliContext, token: str) -> None:
 
 @click.command()
 @click.option("--host", help="Address to listen on.")
-@click.option("--port", type=int, help="Port to listen on.")
+@click.option("--port", type=PORT, help="Port to listen on.")
 @click.option("--no-serve", is_flag=True, help="Set up and print, but do not start the server.")
 @pass_cli
 def demo(cli: CliContext, host: str | None, port: int | None, no_serve: bool) -> None:
     """Set up a demo workspace on the embedded SQLite file, print credentials, and serve."""
     settings = cli.settings
-    if not settings.config_file.exists():
-        write_settings_file(settings)
-    initialize(settings)
-    with cli.app() as app:
-        try:
-            app.directory.workspace(DEMO_WORKSPACE)
-            created = None
-        except NotFound:
-            created = _create_demo(cli, app)
-        url = f"http://{host or settings.host}:{port or settings.port}/mcp"
-        if created is None:
-            cli.emit({"data_dir": str(settings.data_dir), "workspace": DEMO_WORKSPACE, "created": False}, text=(
-                f"The demo workspace exists already in {settings.data_dir}; its credentials were shown once.\n"
-                f"  New agent token:  armarius --data-dir {settings.data_dir} token issue {DEMO_AGENT} "
-                f"--workspace {DEMO_WORKSPACE}\n"
-                f"  New admin password: armarius --data-dir {settings.data_dir} principal set-password {DEMO_ADMIN}"
-            ))
-        else:
-            password, token = created
-            data = _demo_connection(cli, url, password, token)
-            cli.emit(data, text=_demo_instructions(data))
-        if not no_serve:
-            click.echo(f"\nServing on {url.removesuffix('/mcp')} (Ctrl-C to stop).", err=True)
-            _serve_http(app, host, port)
+    host, port = host or settings.host, port or settings.port
+    sockets = [] if no_serve else listen(host, port)  # before anything is set up or shown
+    try:
+        if not settings.config_file.exists():
+            write_settings_file(settings)
+        initialize(settings)
+        with cli.app() as app:
+            try:
+                app.directory.workspace(DEMO_WORKSPACE)
+                created = None
+            except NotFound:
+                created = _create_demo(cli, app)
+            url = f"{_base_url(host, port)}/mcp"
+            if created is None:
+                cli.emit({"data_dir": str(settings.data_dir), "workspace": DEMO_WORKSPACE, "created": False},
+                         text=_demo_again(cli))
+            else:
+                password, token = created
+                data = _demo_connection(cli, url, password, token)
+                cli.emit(data, text=_demo_instructions(data))
+            if sockets:
+                click.echo(f"\nServing on {_base_url(host, port)} (Ctrl-C to stop).", err=True)
+                _serve_http(app, sockets)
+    finally:
+        for listener in sockets:
+            listener.close()
+
+
+def _demo_again(cli: CliContext) -> str:
+    return "\n".join([
+        f"The demo workspace exists already in {cli.settings.data_dir}; its credentials were shown once.",
+        "  New agent token:    " + cli.command_line("token", "issue", DEMO_AGENT, "--workspace", DEMO_WORKSPACE,
+                                                    with_data_dir=True),
+        "  New admin password: " + cli.command_line("principal", "set-password", DEMO_ADMIN, with_data_dir=True),
+        *_path_note(),
+    ])
+
+
+def _path_note() -> list[str]:
+    """Say how to get `armarius` onto the PATH when it is not there (a fresh venv is not)."""
+    if armarius_command() == "armarius":
+        return []
+    activate = Path(sys.executable).parent / "activate"
+    how = f"`source {activate}` puts it there" if activate.is_file() else "the commands above use its full path"
+    return ["", f"`armarius` is not on your PATH: these commands name it in full; {how}."]
 
 
 def _create_demo(cli: CliContext, app: Armarius) -> tuple[str, str]:
@@ -124,6 +206,8 @@ def _demo_connection(cli: CliContext, url: str, password: str, token: str) -> di
             "env": {"ARMARIUS_TOKEN": token},
         }}},
         "http": {"mcpServers": {"armarius": {"url": url, "headers": {"Authorization": f"Bearer {token}"}}}},
+        "review": [cli.command_line("memory", command, "--workspace", DEMO_WORKSPACE, "--as", DEMO_ADMIN,
+                                    with_data_dir=True) for command in ("needs-review", "list")],
     }
 
 
@@ -145,4 +229,8 @@ def _demo_instructions(data: dict[str, Any]) -> str:
         *block(data["stdio"]),
         "  Cursor over HTTP (.cursor/mcp.json):",
         *block(data["http"]),
+        "",
+        "Review as the human (asks for the password above; scripts set ARMARIUS_PASSWORD):",
+        *(f"  {command}" for command in data["review"]),
+        *_path_note(),
     ])

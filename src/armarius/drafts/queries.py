@@ -12,8 +12,17 @@ _PROPOSAL_COLUMNS = (
     "decided_at, decision_note, created_at"
 )
 _APPROVAL_COLUMNS = (
-    "id, kind, token_digest, fingerprint, proposal_id, approver_id, approved_by, issued_at, expires_at, outcome, "
-    "used_at, operation_id, sealed_token"
+    "id, kind, token_digest, fingerprint, slug, proposal_id, approver_id, approved_by, issued_at, expires_at, "
+    "outcome, used_at, operation_id, sealed_token, collected_at"
+)
+#: A proposal with the state of its latest approval (NULLs when it has none).
+_PROPOSAL_WITH_APPROVAL = (
+    "SELECT p.id, p.slug, p.title, p.text, p.fingerprint, p.proposer_id, p.proposed_by, p.collection_public_key, "
+    "p.status, p.decided_by, p.decided_at, p.decision_note, p.created_at, a.id AS approval_id, "
+    "a.outcome AS approval_outcome, a.expires_at AS approval_expires_at, a.collected_at AS approval_collected_at "
+    "FROM draft_proposals p LEFT JOIN approvals a ON a.workspace_id = p.workspace_id AND a.id = "
+    "(SELECT max(l.id) FROM approvals l WHERE l.workspace_id = p.workspace_id AND l.proposal_id = p.id) "
+    "WHERE p.workspace_id = ?"
 )
 _DRAFT_COLUMNS = (
     "id, slug, title, text, fingerprint, approval_id, operation_id, created_by, created_at, promoted_by, "
@@ -44,14 +53,16 @@ def proposal(tx: Tx, proposal_id: int, *, lock: bool = False) -> Row | None:
     )
 
 
-def proposals(tx: Tx, status: str | None) -> list[Row]:
-    if status is None:
-        return tx.all(f"SELECT {_PROPOSAL_COLUMNS} FROM draft_proposals WHERE workspace_id = ? ORDER BY id",
-                      (tx.require_workspace(),))
-    return tx.all(
-        f"SELECT {_PROPOSAL_COLUMNS} FROM draft_proposals WHERE workspace_id = ? AND status = ? ORDER BY id",
-        (tx.require_workspace(), status),
-    )
+def proposals(tx: Tx, stored_status: str | None) -> list[Row]:
+    """Proposals (with a stored status, or all) and their latest approval, oldest first."""
+    if stored_status is None:
+        return tx.all(f"{_PROPOSAL_WITH_APPROVAL} ORDER BY p.id", (tx.require_workspace(),))
+    return tx.all(f"{_PROPOSAL_WITH_APPROVAL} AND p.status = ? ORDER BY p.id",
+                  (tx.require_workspace(), stored_status))
+
+
+def proposal_with_approval(tx: Tx, proposal_id: int) -> Row | None:
+    return tx.one(f"{_PROPOSAL_WITH_APPROVAL} AND p.id = ?", (tx.require_workspace(), proposal_id))
 
 
 def decide_proposal(tx: Tx, proposal_id: int, *, status: str, by: str, at: str, note: str | None) -> None:
@@ -62,14 +73,15 @@ def decide_proposal(tx: Tx, proposal_id: int, *, status: str, by: str, at: str, 
     )
 
 
-def insert_approval(tx: Tx, *, kind: str, token_digest: str, fingerprint: str, proposal_id: int | None,
+def insert_approval(tx: Tx, *, kind: str, token_digest: str, fingerprint: str, slug: str, proposal_id: int | None,
                     approver_id: int, approved_by: str, issued_at: str, expires_at: str,
                     sealed_token: str | None) -> int:
     row = tx.one(
-        "INSERT INTO approvals (workspace_id, kind, token_digest, fingerprint, proposal_id, approver_id, approved_by, "
-        "issued_at, expires_at, outcome, sealed_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'issued', ?) RETURNING id",
-        (tx.require_workspace(), kind, token_digest, fingerprint, proposal_id, approver_id, approved_by, issued_at,
-         expires_at, sealed_token),
+        "INSERT INTO approvals (workspace_id, kind, token_digest, fingerprint, slug, proposal_id, approver_id, "
+        "approved_by, issued_at, expires_at, outcome, sealed_token) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'issued', ?) RETURNING id",
+        (tx.require_workspace(), kind, token_digest, fingerprint, slug, proposal_id, approver_id, approved_by,
+         issued_at, expires_at, sealed_token),
     )
     assert row is not None
     return int(row["id"])
@@ -100,18 +112,29 @@ def consume_approval(tx: Tx, approval_id: int, *, operation_id: str, at: str) ->
     )
 
 
-def expire_approval(tx: Tx, approval_id: int) -> int:
+def expire_due_approvals(tx: Tx, now: str) -> list[Row]:
+    """Mark every live approval of the workspace whose lifetime has passed as expired; its sealed copy goes."""
+    return tx.all(
+        "UPDATE approvals SET outcome = 'expired', sealed_token = NULL "
+        "WHERE workspace_id = ? AND outcome = 'issued' AND expires_at <= ? RETURNING id, slug, proposal_id, expires_at",
+        (tx.require_workspace(), now),
+    )
+
+
+def supersede_approval(tx: Tx, approval_id: int) -> int:
+    """A human approved the same proposal again: the old token is dead and its sealed copy goes."""
     return tx.execute(
-        "UPDATE approvals SET outcome = 'expired', sealed_token = NULL WHERE workspace_id = ? AND id = ? "
+        "UPDATE approvals SET outcome = 'superseded', sealed_token = NULL WHERE workspace_id = ? AND id = ? "
         "AND outcome = 'issued'",
         (tx.require_workspace(), approval_id),
     )
 
 
-def collect_sealed_token(tx: Tx, approval_id: int) -> int:
+def mark_collected(tx: Tx, approval_id: int, *, at: str) -> int:
+    """Record the first hand-over (1) or nothing (0: handed over before). The sealed copy stays."""
     return tx.execute(
-        "UPDATE approvals SET sealed_token = NULL WHERE workspace_id = ? AND id = ? AND sealed_token IS NOT NULL",
-        (tx.require_workspace(), approval_id),
+        "UPDATE approvals SET collected_at = ? WHERE workspace_id = ? AND id = ? AND collected_at IS NULL",
+        (at, tx.require_workspace(), approval_id),
     )
 
 

@@ -1,10 +1,17 @@
-"""Draft use cases: propose, approve (humans only), collect, create with the approval, promote.
+"""Draft use cases: propose, approve (humans only), hand over, create with the approval, promote.
 
-``create_draft`` runs in one transaction: the operation id is looked up, the approval is checked
-(exists in this workspace, same fingerprint, not expired at processing time, unused), the draft is
-inserted and the token marked used, then everything commits together. Any failure rolls all of it
-back: never a used token without a draft, never a draft with a token still usable. A refusal is
-then recorded in the audit log in a transaction of its own, with its code and never the token.
+``create_draft`` runs in one transaction: the operation id is looked up (a known operation with the
+same payload replays its first result, whatever the approval field holds), the approval is checked
+(exists in this workspace, same fingerprint, live: not expired at processing time, not superseded,
+unused), the draft is inserted and the token marked used, then everything commits together. Any
+failure rolls all of it back: never a used token without a draft, never a draft with a token still
+usable. A refusal is then recorded in the audit log in a transaction of its own, with its code and
+never the token.
+
+An approval of a proposal is ``issued`` (live), then ``consumed``, ``expired`` or ``superseded``
+(a human approved the same proposal again while it was unused). Until it is consumed a human may
+approve the proposal again; the agent's hand-over (``proposal_status`` with its collection key) can
+be repeated while the approval is live, so an answer lost on the way loses nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +29,21 @@ from armarius.auth.permissions import Kind, Permission
 from armarius.auth.secrets import digests_match, new_token, token_digest
 from armarius.drafts import handoff, queries
 from armarius.drafts.model import DRAFT_KIND, DraftPayload, parse_payload
+from armarius.drafts.steps import (
+    ASK_AGAIN,
+    COLLECT,
+    CREATE,
+    MISSING,
+    NEW_OPERATION,
+    NOTHING,
+    PROPOSE,
+    ProposalState,
+    check_approvable,
+    check_live,
+    draft_exists,
+    proposal_state,
+    status_instruction,
+)
 from armarius.errors import (
     ApprovalExpired,
     ApprovalMismatch,
@@ -49,13 +71,16 @@ def _now() -> datetime:
 
 @dataclass(frozen=True)
 class IssuedApproval:
-    """An approval just issued: the one moment its token exists in the clear."""
+    """An approval just issued: the one moment its token exists in the clear (besides its sealed copy)."""
 
     approval_id: int
     token: str = field(repr=False)
     fingerprint: str
     expires_at: str
     proposal_id: int | None
+    #: The proposal's earlier approval this one replaces, and what became of it (superseded or expired).
+    replaces: int | None = None
+    replaced_outcome: str | None = None
 
 
 @dataclass
@@ -92,45 +117,66 @@ class DraftService:
         return result
 
     def proposal(self, actor: Actor, proposal_id: int) -> dict[str, Any]:
-        """A proposal in full, for a reviewer."""
+        """A proposal in full, for a reviewer, with the state of its latest approval."""
         actor.require(Permission.MEMORY_READ)
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
-            return _proposal_view(self._proposal(tx, proposal_id))
+            row = queries.proposal_with_approval(tx, proposal_id)
+        if row is None:
+            raise NotFound(f"There is no proposal {proposal_id} in this workspace.", proposal=proposal_id)
+        return _proposal_view(row, self.clock())
 
     def proposals(self, actor: Actor, status: str | None = "pending") -> list[dict[str, Any]]:
+        """The review queue: proposals in one state (pending, approved, expired, drafted, rejected) or all."""
         actor.require(Permission.MEMORY_READ)
+        stored = None if status is None else "approved" if status in ("expired", "drafted") else status
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
-            return [_proposal_view(row) for row in queries.proposals(tx, status)]
+            rows = queries.proposals(tx, stored)
+        now = self.clock()
+        views = [_proposal_view(row, now) for row in rows]
+        return [view for view in views if status is None or view["status"] == status]
 
     def proposal_status(self, actor: Actor, proposal_id: int, collection_key: str | None = None) -> dict[str, Any]:
-        """The proposer's view; with the collection key, an approved token is handed over once."""
+        """The proposer's view. While the approval is live, the collection key opens its sealed copy:
+        as often as asked, so that an answer lost on the way can be fetched again."""
         actor.require(Permission.DRAFTS_CREATE)
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
+            now = self.clock()
+            expired = queries.expire_due_approvals(tx, iso_utc(now))
             row = queries.proposal(tx, proposal_id, lock=True)
             if row is None or row["proposer_id"] != actor.principal_id:
                 raise NotFound(f"You have no proposal {proposal_id} in this workspace.", proposal=proposal_id)
-            result: dict[str, Any] = {"proposal": proposal_id, "status": row["status"], "slug": row["slug"]}
-            if row["status"] == "rejected":
-                result["note"] = row["decision_note"]
-                result["instruction"] = "A human rejected this proposal. Do not create the draft; reformulate it."
-            approval = queries.approval_of_proposal(tx, proposal_id, lock=True) if row["status"] == "approved" else None
-            if approval is None:
-                return result
-            result.update(approval_outcome=self._outcome(approval), expires_at=approval["expires_at"])
-            if approval["sealed_token"] is None or result["approval_outcome"] != "issued":
-                result["collected"] = approval["sealed_token"] is None
-                return result
-            if collection_key is None:
-                result["instruction"] = "Approved. Call proposal_status again with your collection_key to collect it."
-                return result
-            token = handoff.open_sealed(approval["sealed_token"], collection_key, _handoff_context(row))
-            queries.collect_sealed_token(tx, approval["id"])
-            audit.append(tx, actor=actor.audit_name, action="approval.collected", subject=row["slug"],
-                         details={"proposal": proposal_id, "approval": approval["id"]})
-        result.update(approval=token, collected=True, instruction=(
-            "Approved for exactly this slug, title and text. Call create_draft with them unchanged, this "
-            "approval and a new operation id before expires_at. The approval works once."))
-        return result
+            approval = queries.approval_of_proposal(tx, proposal_id, lock=True)
+            answer = self._status(tx, actor, row, approval, now, collection_key)
+            _audit_expiries(tx, expired)
+        return answer
+
+    def _status(self, tx: Tx, actor: Actor, row: Row, approval: Row | None, now: datetime,
+                collection_key: str | None) -> dict[str, Any]:
+        proposal_id = row["id"]
+        state = proposal_state(row["status"], None if approval is None else approval["outcome"],
+                               None if approval is None else approval["expires_at"], now)
+        result: dict[str, Any] = {"proposal": proposal_id, "status": state.value, "slug": row["slug"]}
+        if approval is not None:
+            result.update(approval_outcome=approval["outcome"], expires_at=approval["expires_at"],
+                          collected=approval["collected_at"] is not None)
+        if state is not ProposalState.APPROVED or approval is None:
+            return {**result, **status_instruction(state, row)}
+        if approval["sealed_token"] is None:
+            return {**result, "next_step": ASK_AGAIN, "instruction": (
+                f"This approval cannot be handed over (it has no sealed copy for you). If you hold it, call "
+                f"create_draft with it before expires_at; otherwise ask a human to approve proposal "
+                f"{proposal_id} again (armarius approve --proposal {proposal_id}).")}
+        if collection_key is None:
+            return {**result, "next_step": COLLECT, "instruction": (
+                "Approved. Call proposal_status again with your collection_key to receive the approval.")}
+        token = handoff.open_sealed(approval["sealed_token"], collection_key, _handoff_context(row))
+        first = queries.mark_collected(tx, approval["id"], at=iso_utc(now)) == 1
+        audit.append(tx, actor=actor.audit_name, action="approval.collected", subject=row["slug"],
+                     details={"proposal": proposal_id, "approval": approval["id"], "repeat": not first})
+        return {**result, "approval": token, "collected": True, "next_step": CREATE, "instruction": (
+            "Approved for exactly this slug, title and text. Call create_draft with them unchanged, this approval "
+            "and a new operation id before expires_at. The approval works once; until it is used or expires, "
+            "proposal_status with your collection_key hands you the same approval again.")}
 
     # Human decisions ---------------------------------------------------------------------------
 
@@ -138,18 +184,21 @@ class DraftService:
                 reviewed_fingerprint: str | None = None) -> IssuedApproval:
         """Issue a single-use approval for exactly one payload: a stored proposal's, or one given here.
 
+        A proposal whose approval was never used (expired, or live and perhaps collected) may be
+        approved again: the new approval replaces the old one, whose token is dead from then on.
         ``reviewed_fingerprint`` is the fingerprint of what the human was shown; anything else is refused.
         """
         _require_approver(actor)
-        issued, expires = self.clock(), self.clock() + self.approval_ttl
         token = new_token()
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
-            row = None
+            issued = self.clock()
+            expires = issued + self.approval_ttl
+            expired = queries.expire_due_approvals(tx, iso_utc(issued))
+            row = previous = None
             if proposal_id is not None:
                 row = self._proposal(tx, proposal_id, lock=True)
-                if row["status"] != "pending":
-                    raise Conflict(f"Proposal {proposal_id} is {row['status']} already.", proposal=proposal_id,
-                                   status=row["status"])
+                previous = queries.approval_of_proposal(tx, proposal_id, lock=True)
+                check_approvable(row, previous)
                 if row["proposer_id"] == actor.principal_id:
                     raise NotAllowed("You proposed this draft; another human must approve it (separation of duties).",
                                      proposal=proposal_id)
@@ -161,27 +210,40 @@ class DraftService:
                                proposal=proposal_id)
             sealed = (handoff.seal(token, row["collection_public_key"], _handoff_context(row))
                       if row is not None and row["collection_public_key"] else None)
+            replaced_outcome = None
+            if previous is not None:
+                replaced_outcome = previous["outcome"]
+                if previous["outcome"] == "issued":
+                    queries.supersede_approval(tx, previous["id"])
+                    replaced_outcome = "superseded"
+                    audit.append(tx, actor=actor.audit_name, action="approval.superseded", subject=content.slug,
+                                 details={"approval": previous["id"], "proposal": proposal_id})
             approval_id = queries.insert_approval(
                 tx, kind=DRAFT_KIND, token_digest=token_digest(token), fingerprint=content.fingerprint,
-                proposal_id=proposal_id, approver_id=actor.principal_id, approved_by=actor.audit_name,
-                issued_at=iso_utc(issued), expires_at=iso_utc(expires), sealed_token=sealed,
+                slug=content.slug, proposal_id=proposal_id, approver_id=actor.principal_id,
+                approved_by=actor.audit_name, issued_at=iso_utc(issued), expires_at=iso_utc(expires),
+                sealed_token=sealed,
             )
             if proposal_id is not None:
                 queries.decide_proposal(tx, proposal_id, status="approved", by=actor.audit_name, at=iso_utc(issued),
                                         note=None)
-            audit.append(tx, actor=actor.audit_name, action="approval.issued", subject=content.slug, details={
-                "approval": approval_id, "proposal": proposal_id, "fingerprint": content.fingerprint,
-                "expires_at": iso_utc(expires),
-            })
-        return IssuedApproval(approval_id, token, content.fingerprint, iso_utc(expires), proposal_id)
+            details: dict[str, Any] = {"approval": approval_id, "proposal": proposal_id,
+                                       "fingerprint": content.fingerprint, "expires_at": iso_utc(expires)}
+            if previous is not None:
+                details.update(replaces=previous["id"], replaced_outcome=replaced_outcome)
+            audit.append(tx, actor=actor.audit_name, action="approval.reissued" if previous else "approval.issued",
+                         subject=content.slug, details=details)
+            _audit_expiries(tx, expired)
+        return IssuedApproval(approval_id, token, content.fingerprint, iso_utc(expires), proposal_id,
+                              replaces=None if previous is None else previous["id"], replaced_outcome=replaced_outcome)
 
     def reject(self, actor: Actor, proposal_id: int, note: str | None = None) -> dict[str, Any]:
         _require_approver(actor)
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             row = self._proposal(tx, proposal_id, lock=True)
             if row["status"] != "pending":
-                raise Conflict(f"Proposal {proposal_id} is {row['status']} already.", proposal=proposal_id,
-                               status=row["status"])
+                raise Conflict(f"Proposal {proposal_id} is {row['status']} already; only a pending proposal can be "
+                               "rejected.", proposal=proposal_id, status=row["status"])
             queries.decide_proposal(tx, proposal_id, status="rejected", by=actor.audit_name,
                                     at=iso_utc(self.clock()), note=note)
             audit.append(tx, actor=actor.audit_name, action="proposal.rejected", subject=row["slug"],
@@ -196,55 +258,50 @@ class DraftService:
         if not isinstance(operation, str) or not OPERATION_PATTERN.fullmatch(operation):
             raise InvalidInput("operation is an id you choose per attempt: 1-128 of [A-Za-z0-9._:-].",
                                field="operation")
-        if not isinstance(approval, str) or not approval.strip():
-            self._record_refusal(actor, ApprovalMissing(_MISSING), payload, operation, None)
-            raise ApprovalMissing(_MISSING)
-        digest = token_digest(approval.strip()) if approval.strip().isascii() else ""
+        given = approval.strip() if isinstance(approval, str) else ""
+        digest = token_digest(given) if given and given.isascii() else ""
         try:
             with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
                 tx.serialize(_DRAFTS_TOPIC)
                 return self._create(tx, actor, payload, digest, operation)
         except (ApprovalMissing, ApprovalExpired, ApprovalMismatch, ApprovalUsed, OperationConflict,
                 DraftExists) as refusal:
-            self._record_refusal(actor, refusal, payload, operation, digest)
+            self._record_refusal(actor, refusal, payload, operation)
             raise
         except UniqueViolation:  # another slug's draft committed between our check and insert
-            exists = DraftExists(_draft_exists(payload.slug), slug=payload.slug)
-            self._record_refusal(actor, exists, payload, operation, digest)
+            exists = draft_exists(payload.slug)
+            self._record_refusal(actor, exists, payload, operation)
             raise exists from None
 
     def _create(self, tx: Tx, actor: Actor, payload: DraftPayload, digest: str, operation: str) -> dict[str, Any]:
+        # A known operation answers first: a retry replays whatever its approval field holds.
         earlier = queries.operation(tx, operation)
         if earlier is not None:
             if earlier["kind"] != DRAFT_KIND or not digests_match(earlier["fingerprint"], payload.fingerprint):
                 raise OperationConflict(
                     f"Operation {operation!r} was used for other content. Use a new operation id for new content.",
-                    operation=operation,
+                    operation=operation, next_step=NEW_OPERATION,
                 )
             audit.append(tx, actor=actor.audit_name, action="draft.replayed", subject=payload.slug,
                          details={"operation": operation})
             return {**json.loads(earlier["result"]), "replayed": True}
         row = queries.approval_by_digest(tx, digest) if digest else None
         if row is None or not digests_match(row["token_digest"], digest) or row["kind"] != DRAFT_KIND:
-            raise ApprovalMissing(_MISSING)
-        if row["outcome"] == "consumed":
-            raise ApprovalUsed("This approval was used already. Each approval creates one draft; ask a human for a "
-                               "new one.", approval=row["id"])
-        if row["outcome"] == "expired" or datetime.fromisoformat(row["expires_at"]) <= self.clock():
-            raise ApprovalExpired("This approval expired. Ask a human to approve the proposal again.",
-                                  approval=row["id"], expired_at=row["expires_at"])
+            raise ApprovalMissing(MISSING, next_step=PROPOSE)
+        check_live(row, self.clock())
         if not digests_match(row["fingerprint"], payload.fingerprint):
             raise ApprovalMismatch(
                 "This approval was given for other content: the slug, title and text must be exactly what the human "
-                "approved, to the character. File a new proposal for changed content.", approval=row["id"])
+                "approved, to the character. To write other content (or under another slug), file it as a new "
+                "proposal with propose_draft.", approval=row["id"], next_step=PROPOSE)
         if queries.draft_by_slug(tx, payload.slug) is not None:
-            raise DraftExists(_draft_exists(payload.slug), slug=payload.slug)
+            raise draft_exists(payload.slug)
         now = iso_utc(self.clock())
         queries.insert_draft(tx, slug=payload.slug, title=payload.title, text=payload.text,
                              fingerprint=payload.fingerprint, approval_id=row["id"], operation_id=operation,
                              created_by=actor.audit_name, at=now)
         if queries.consume_approval(tx, row["id"], operation_id=operation, at=now) != 1:
-            raise ApprovalUsed("This approval was used already.", approval=row["id"])
+            raise ApprovalUsed("This approval was used already.", approval=row["id"], next_step=NOTHING)
         result = {"slug": payload.slug, "draft": True}
         queries.insert_operation(tx, operation, kind=DRAFT_KIND, fingerprint=payload.fingerprint, result=result,
                                  at=now)
@@ -254,15 +311,11 @@ class DraftService:
                      details={"operation": operation, "fingerprint": payload.fingerprint})
         return {**result, "replayed": False}
 
-    def _record_refusal(self, actor: Actor, refusal: ArmariusError, payload: DraftPayload, operation: str,
-                        digest: str | None) -> None:
+    def _record_refusal(self, actor: Actor, refusal: ArmariusError, payload: DraftPayload, operation: str) -> None:
         """After the rollback: the refusal's code in the audit log; an expired token is marked expired."""
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
-            if isinstance(refusal, ApprovalExpired) and digest:
-                row = queries.approval_by_digest(tx, digest)
-                if row is not None and queries.expire_approval(tx, row["id"]):
-                    audit.append(tx, actor="system", action="approval.expired", subject=payload.slug,
-                                 details={"approval": row["id"]})
+            if isinstance(refusal, ApprovalExpired):
+                _audit_expiries(tx, queries.expire_due_approvals(tx, iso_utc(self.clock())))
             audit.append(tx, actor=actor.audit_name, action="draft.refused", subject=payload.slug,
                          details={"code": refusal.code, "operation": operation, **_public(refusal.details)})
 
@@ -282,19 +335,26 @@ class DraftService:
         return {**_draft_view(row), "text": row["text"]}
 
     def promote(self, actor: Actor, slug: str) -> dict[str, Any]:
-        """A human turns a draft into a memory entry (revision 1 of a new slug); recorded."""
+        """A human turns a draft into a memory entry (revision 1 of a new slug); recorded.
+
+        The entry, the draft's promoted mark and the audit event commit in one transaction: a failure
+        anywhere leaves neither, and the promotion can simply be repeated.
+        """
         if actor.kind is not Kind.HUMAN:
             raise NotAllowed("Only a human may promote a draft.")
-        draft = self.draft(actor, slug)
-        if draft["promoted_revision"] is not None:
-            raise Conflict(f"Draft {slug!r} was promoted already.", slug=slug)
-        written = self.memory.remember(actor, RememberRequest(
-            slug=slug, title=draft["title"], body=draft["text"], expected_revision=0, confirm_distinct=True,
-            reason=f"promoted from draft {slug}",
-        ))
+        actor.require(Permission.MEMORY_READ)
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             row = queries.draft_by_slug(tx, slug, lock=True)
-            assert row is not None
+            if row is None:
+                raise NotFound(f"There is no draft {slug!r}.", slug=slug)
+            if row["promoted_revision"] is not None:
+                raise Conflict(f"Draft {slug!r} was promoted already (entry revision {row['promoted_revision']}).",
+                               slug=slug, revision=row["promoted_revision"])
+            written = self.memory.remember(actor, RememberRequest(
+                slug=slug, title=row["title"], body=row["text"], expected_revision=0, confirm_distinct=True,
+                reason=f"promoted from draft {slug}",
+            ), within=tx)
+            assert written["status"] == "written", written  # a new slug with confirm_distinct is always written
             queries.mark_promoted(tx, row["id"], by=actor.audit_name, at=iso_utc(self.clock()),
                                   revision=written["revision"])
             audit.append(tx, actor=actor.audit_name, action="draft.promoted", subject=slug,
@@ -309,18 +369,17 @@ class DraftService:
             raise NotFound(f"There is no proposal {proposal_id} in this workspace.", proposal=proposal_id)
         return row
 
-    def _outcome(self, approval: Row) -> str:
-        if approval["outcome"] == "issued" and datetime.fromisoformat(approval["expires_at"]) <= self.clock():
-            return "expired"
-        return str(approval["outcome"])
 
+def _audit_expiries(tx: Tx, expired: list[Row]) -> None:
+    """One approval.expired event per approval the sweep marked.
 
-_MISSING = ("No usable approval was given. A human must approve exactly this content first: file it with "
-            "propose_draft and collect the approval with proposal_status.")
-
-
-def _draft_exists(slug: str) -> str:
-    return f"A draft {slug!r} exists already; drafts are never overwritten. Choose another slug."
+    The sweep (``queries.expire_due_approvals``) runs first in its transaction and these events are
+    appended last: every drafts transaction locks approvals and proposals before the workspace's audit
+    head, so that two of them never wait for each other (PostgreSQL).
+    """
+    for row in sorted(expired, key=lambda row: int(row["id"])):
+        audit.append(tx, actor="system", action="approval.expired", subject=row["slug"] or "",
+                     details={"approval": row["id"], "proposal": row["proposal_id"], "expired_at": row["expires_at"]})
 
 
 def _require_approver(actor: Actor) -> None:
@@ -334,15 +393,22 @@ def _handoff_context(row: Row) -> str:
 
 
 def _public(details: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in details.items() if key in {"approval", "slug", "expired_at"}}
+    return {key: value for key, value in details.items()
+            if key in {"approval", "slug", "expired_at", "proposal", "reason"}}
 
 
-def _proposal_view(row: Row) -> dict[str, Any]:
+def _proposal_view(row: Row, now: datetime) -> dict[str, Any]:
+    state = proposal_state(row["status"], row["approval_outcome"], row["approval_expires_at"], now)
+    approval = None if row["approval_id"] is None else {
+        "approval": row["approval_id"], "outcome": row["approval_outcome"], "expires_at": row["approval_expires_at"],
+        "collected": row["approval_collected_at"] is not None,
+    }
     return {
         "proposal": row["id"], "slug": row["slug"], "title": row["title"], "text": row["text"],
         "fingerprint": row["fingerprint"], "fingerprint_short": short_fingerprint(row["fingerprint"]),
-        "status": row["status"], "proposed_by": row["proposed_by"], "created_at": row["created_at"],
+        "status": state.value, "proposed_by": row["proposed_by"], "created_at": row["created_at"],
         "decided_by": row["decided_by"], "decided_at": row["decided_at"], "note": row["decision_note"],
+        "approval": approval,
     }
 
 

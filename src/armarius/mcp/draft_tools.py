@@ -12,6 +12,7 @@ from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
 from armarius.mcp.memory_tools import SLUG
 from armarius.mcp.registry import ToolSpec
+from armarius.validation import INT64_MAX
 
 _PAYLOAD = {"slug": SLUG, "title": {"type": "string"}, "text": {"type": "string", "description": "Markdown."}}
 
@@ -49,12 +50,15 @@ TOOLS = [
     ToolSpec(
         name="proposal_status",
         description=(
-            "Check one of your draft proposals: pending, approved or rejected. When approved, pass your "
-            "collection_key to receive the approval token (handed out once)."
+            "Check one of your draft proposals: pending, approved, expired (a human must approve it again), "
+            "drafted or rejected; next_step and instruction say what to do. When approved, pass your "
+            "collection_key to receive the approval; if the answer got lost, ask again with the same key: you "
+            "get the same approval until it is used or expires."
         ),
         handler=_status,
         permission=Permission.DRAFTS_CREATE,
-        properties={"proposal": {"type": "integer", "minimum": 1}, "collection_key": {"type": "string"}},
+        properties={"proposal": {"type": "integer", "minimum": 1, "maximum": INT64_MAX},
+                    "collection_key": {"type": "string"}},
         required=("proposal",),
         read_only=False,
     ),
@@ -63,8 +67,9 @@ TOOLS = [
         description=(
             "Create the draft a human approved: slug, title and text exactly as approved (one changed "
             "character is other content and is refused), the approval token, and an operation id you choose. "
-            "Repeating the same call with the same operation id returns the first result with replayed: true; "
-            "an approval works once and expires (approval_expired: ask for a new one)."
+            "Repeating the same call with the same operation id returns the first result with replayed: true "
+            "(whatever approval you pass then). An approval works once and expires; every refusal's "
+            "details.next_step and message say what works instead."
         ),
         handler=_create,
         permission=Permission.DRAFTS_CREATE,

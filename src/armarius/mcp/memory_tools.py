@@ -10,6 +10,7 @@ from armarius.auth.permissions import Permission
 from armarius.mcp.registry import ToolSpec
 from armarius.memory.model import SLUG_MAX, TITLE_MAX
 from armarius.memory.service import LIST_MAX, RECALL_MAX, RememberRequest
+from armarius.validation import INT64_MAX
 
 SLUG = {"type": "string", "maxLength": SLUG_MAX,
         "description": "Lowercase segments like 'deploy/staging-server' ([a-z0-9] joined by '-', segments by '/')."}
@@ -55,7 +56,7 @@ TOOLS = [
             "title": {"type": "string", "maxLength": TITLE_MAX},
             "body": {"type": "string", "description": "Markdown."},
             "tags": TAGS,
-            "expected_revision": {"type": "integer", "minimum": 0},
+            "expected_revision": {"type": "integer", "minimum": 0, "maximum": INT64_MAX},
             "override_curated": {"type": "boolean"},
             "reason": {"type": "string", "description": "Why: required with override_curated or confirm_distinct."},
             "confirm_distinct": {"type": "boolean"},
@@ -88,7 +89,7 @@ TOOLS = [
         ),
         handler=_read,
         permission=Permission.MEMORY_READ,
-        properties={"slug": SLUG, "revision": {"type": "integer", "minimum": 1}},
+        properties={"slug": SLUG, "revision": {"type": "integer", "minimum": 1, "maximum": INT64_MAX}},
         required=("slug",),
     ),
     ToolSpec(

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
 from armarius.mcp.registry import ToolSpec
+from armarius.research.service import query_schema
+
+#: The published project-query-v1 schema, offered as an MCP resource next to the tool.
+SCHEMA_URI = "armarius://schemas/project-query-v1.json"
+
+
+def schema_resource() -> tuple[str, str]:
+    """(URI, JSON text) of the project-query schema."""
+    return SCHEMA_URI, json.dumps(query_schema(), ensure_ascii=False, indent=1)
 
 
 def _query(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
@@ -27,13 +37,15 @@ TOOLS = [
             "path, start_line, end_line} reads lines. Hits are lexical: they prove no definition or execution. "
             "Databases: {kind: 'database.tables'} lists the allowlisted tables; {kind: 'database.schema', table} "
             "gives columns, kinds, keys and indexes (filter on indexed columns); {kind: 'database.rows', table, "
-            "columns?, filters?: [{column, op: eq|ne|lt|le|gt|ge|contains|in, value}], order_by?: [{column, "
-            "direction}], offset?, limit?} reads a page; {kind: 'database.count', table, filters?} counts. Filters "
+            "columns?, filters?: [{column, op (or operator): eq|ne|lt|le|gt|ge|contains|in, value}], "
+            "order_by?: [{column, direction}], offset?, limit?} reads a page; {kind: 'database.count', table, "
+            "filters?} counts. Filters "
             "join with AND; null with eq/ne is IS NULL/IS NOT NULL; give decimals as strings to keep them exact. Add "
             "source or database when several are configured. complete: false / complete_filtered_rows: false means "
-            "something was cut or paged (see next_offset); only a complete answer with nothing found is evidence of "
+            "something was cut or paged (see next_offset; a search that stopped counting gives total_hits null and "
+            "total_hits_at_least); only a complete answer with nothing found is evidence of "
             "absence, and only for that snapshot and predicate. Every answer is saved as a capture (its id is "
-            "returned)."
+            f"returned). The full JSON schema of arguments is the resource {SCHEMA_URI} (resources/read)."
         ),
         handler=_query,
         permission=Permission.RESEARCH_QUERY,

@@ -15,16 +15,20 @@ import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
 
 import armarius
 from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.canonical import canonical_json
-from armarius.errors import ArmariusError, InternalError, NotAllowed, NotFound
+from armarius.errors import ArmariusError, InternalError, NotAllowed, NotFound, echo
 from armarius.mcp import draft_tools, identity_tools, memory_tools, research_tools
 from armarius.mcp.registry import ToolSpec
 
 logger = logging.getLogger("armarius.mcp")
+
+#: JSON-RPC error code for an unknown resource (MCP specification).
+RESOURCE_NOT_FOUND = -32002
 
 ActorResolver = Callable[[ServerRequestContext[Any]], Awaitable[Actor]]
 
@@ -51,7 +55,7 @@ def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSp
             actor = await resolve_actor(ctx)
             tool = registry.get(params.name)
             if tool is None:
-                raise NotFound(f"There is no tool named {params.name!r}; list the tools to see yours.")
+                raise NotFound(f"There is no tool named {echo(params.name)}; list the tools to see yours.")
             if not tool.allowed(actor):
                 raise NotAllowed(
                     f"Your role ({actor.role.value}) does not include {tool.name}.",
@@ -66,6 +70,30 @@ def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSp
             return _result(InternalError().to_dict(), is_error=True)
         return _result(result)
 
+    research = registry.get("project_query")
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        actor = await resolve_actor(ctx)
+        if research is None or not research.allowed(actor):
+            return types.ListResourcesResult(resources=[])
+        uri, _text = research_tools.schema_resource()
+        return types.ListResourcesResult(resources=[types.Resource(
+            uri=uri, name="project-query-v1", mime_type="application/schema+json",
+            description="The JSON schema of project_query's arguments: every kind, field, operator and limit.",
+        )])
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        actor = await resolve_actor(ctx)
+        uri, text = research_tools.schema_resource()
+        if research is None or not research.allowed(actor) or str(params.uri) != uri:
+            raise MCPError(RESOURCE_NOT_FOUND, f"There is no resource {echo(params.uri)}; list the resources.")
+        return types.ReadResourceResult(contents=[
+            types.TextResourceContents(uri=uri, mime_type="application/schema+json", text=text)])
+
     def input_schema(name: str) -> dict[str, Any] | None:
         tool = registry.get(name)
         return None if tool is None else tool.input_schema
@@ -76,6 +104,8 @@ def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSp
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
         get_tool_input_schema=input_schema,
     )
 

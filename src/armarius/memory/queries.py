@@ -7,10 +7,12 @@ PostgreSQL row-level security checks it a second time.
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from armarius.memory.model import Entry
+from armarius.memory.model import WORD_PATTERN, Entry
 from armarius.store import Row, Tx
 
 _ENTRY_COLUMNS = (
@@ -19,7 +21,11 @@ _ENTRY_COLUMNS = (
 )
 #: bm25 weights for the FTS5 columns slug, title, body.
 _BM25_WEIGHTS = "bm25(2.0, 4.0, 1.0)"
-_HEADLINE = "StartSel=**, StopSel=**, MaxWords=24, MinWords=10, MaxFragments=1, FragmentDelimiter=\" … \""
+#: How often one word of an entry is indexed at most: as many positions of a word as PostgreSQL keeps.
+INDEXED_REPETITIONS = 255
+#: ASCII letters and digits lowercased, everything else a space: split() then gives the words of ASCII text.
+_ASCII_WORDS = str.maketrans({chr(code): chr(code).lower() if chr(code).isalnum() else " " for code in range(128)})
+_WORD_PIECES = re.compile(f"({WORD_PATTERN.pattern})")
 
 
 def entry_from_row(row: Row) -> Entry:
@@ -48,9 +54,9 @@ def entries_by_slug_key(tx: Tx, key: str) -> list[Entry]:
 
 def insert_entry(tx: Tx, *, slug: str, slug_key: str, title: str, body: str, tags: str, by: str, at: str) -> int:
     row = tx.one(
-        "INSERT INTO entries (workspace_id, slug, slug_key, title, body, tags, revision, created_at, updated_at, "
-        "updated_by) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
-        (tx.require_workspace(), slug, slug_key, title, body, tags, at, at, by),
+        "INSERT INTO entries (workspace_id, slug, slug_key, title, body, search_body, tags, revision, created_at, "
+        "updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
+        (tx.require_workspace(), slug, slug_key, title, body, search_body(body), tags, at, at, by),
     )
     assert row is not None
     return int(row["id"])
@@ -59,10 +65,35 @@ def insert_entry(tx: Tx, *, slug: str, slug_key: str, title: str, body: str, tag
 def update_entry(tx: Tx, entry_id: int, *, title: str, body: str, tags: str, revision: int, by: str, at: str,
                  needs_review: bool) -> None:
     tx.execute(
-        "UPDATE entries SET title = ?, body = ?, tags = ?, revision = ?, updated_at = ?, updated_by = ?, "
-        "needs_review = ? WHERE workspace_id = ? AND id = ?",
-        (title, body, tags, revision, at, by, needs_review, tx.require_workspace(), entry_id),
+        "UPDATE entries SET title = ?, body = ?, search_body = ?, tags = ?, revision = ?, updated_at = ?, "
+        "updated_by = ?, needs_review = ? WHERE workspace_id = ? AND id = ?",
+        (title, body, search_body(body), tags, revision, at, by, needs_review, tx.require_workspace(), entry_id),
     )
+
+
+def search_body(body: str) -> str | None:
+    """The text the full-text index is given for ``body`` when it differs from the body: each word's
+    repetitions past the INDEXED_REPETITIONS-th left out (case aside), so that ranking reads a bounded
+    number of positions per entry (FTS5's bm25() reads every one). None: the body itself.
+
+    Every word of the body stays findable; only the ranking of an entry that repeats a word hundreds
+    of times changes, and barely (bm25 counts a word's repetitions with diminishing weight).
+    """
+    if len(body) <= 2 * INDEXED_REPETITIONS:  # too short to hold a word that often
+        return None
+    # ASCII text (most bodies) is split into lowercase words in C; other text by the word pattern.
+    words = body.translate(_ASCII_WORDS).split() if body.isascii() else map(str.lower, WORD_PATTERN.findall(body))
+    frequent = {word for word, count in Counter(words).items() if count > INDEXED_REPETITIONS}
+    if not frequent:
+        return None
+    pieces, seen = _WORD_PIECES.split(body), Counter[str]()  # [text, word, text, …, word, text]
+    for index in range(1, len(pieces), 2):
+        word = pieces[index].lower()
+        if word in frequent:
+            seen[word] += 1
+            if seen[word] > INDEXED_REPETITIONS:
+                pieces[index] = ""
+    return "".join(pieces)
 
 
 def insert_revision(tx: Tx, entry_id: int, revision: int, *, title: str, body: str, tags: str, reason: str | None,
@@ -169,13 +200,15 @@ def match_expression(dialect: str, groups: Sequence[Sequence[str]]) -> str:
 
 
 def search(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Sequence[str]) -> list[Row]:
-    """Ranked hits with a highlighted snippet, best first.
+    """Ranked hits with their bodies, best first (memory.snippets cuts the snippet from a body).
 
-    SQLite: FTS5 ranks inside the index (``rank MATCH 'bm25(…)'``), so entries are joined and
-    snippets built only for the rows returned; CROSS JOIN keeps the index as the outer loop (the
-    planner would otherwise walk the workspace's entries and test each against the index).
+    SQLite: FTS5 ranks inside the index (``rank MATCH 'bm25(…)'``), so entries are joined only
+    for the rows returned; CROSS JOIN keeps the index as the outer loop (the planner would
+    otherwise walk the workspace's entries and test each against the index).
     PostgreSQL: armarius_search_entries() ranks the workspace's matches with the GIN index (see
     migration 0004), then the top rows are joined.
+    Neither engine's snippet function is used: FTS5's snippet() takes time in the square of a
+    row's hits and ts_headline() parses the whole body (see memory.snippets).
     """
     workspace = tx.require_workspace()
     if tx.dialect == "sqlite":
@@ -189,19 +222,17 @@ def search(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Seq
             )
             params = [workspace, *tags, len(tags)]
         return tx.all(
-            "SELECT e.slug, e.title, e.revision, e.curated_revision, "
-            "snippet(entries_fts, 2, '**', '**', '…', 20) AS snippet "
+            "SELECT e.slug, e.title, e.revision, e.curated_revision, e.body "
             "FROM entries_fts CROSS JOIN entries e ON e.id = entries_fts.rowid "
             f"WHERE entries_fts MATCH ? AND entries_fts.rank MATCH ? AND e.workspace_id = ?{filters} "
             "ORDER BY entries_fts.rank LIMIT ?",
             (expression, _BM25_WEIGHTS, workspace, *params, limit),
         )
     return tx.all(
-        "SELECT e.slug, e.title, e.revision, e.curated_revision, "
-        f"ts_headline('simple', e.body, to_tsquery('simple', ?), '{_HEADLINE}') AS snippet "
+        "SELECT e.slug, e.title, e.revision, e.curated_revision, e.body "
         "FROM armarius_search_entries(to_tsquery('simple', ?), ?, ?, ?) hit "
         "JOIN entries e ON e.id = hit.entry_id AND e.workspace_id = ? ORDER BY hit.rank DESC, hit.entry_id",
-        (expression, expression, limit, curated_only, list(tags), workspace),
+        (expression, limit, curated_only, list(tags), workspace),
     )
 
 
@@ -238,3 +269,14 @@ def encode_tags(tags: Sequence[str]) -> str:
 
 def decode_revision(row: Row) -> dict[str, Any]:
     return {**row, "tags": json.loads(row["tags"]), "overrode_curated": bool(row["overrode_curated"])}
+
+
+def existing_slugs(tx: Tx, slugs: Sequence[str]) -> set[str]:
+    """Which of ``slugs`` name an entry of the workspace."""
+    if not slugs:
+        return set()
+    rows = tx.all(
+        f"SELECT slug FROM entries WHERE workspace_id = ? AND slug IN ({', '.join('?' for _ in slugs)})",
+        (tx.require_workspace(), *slugs),
+    )
+    return {row["slug"] for row in rows}

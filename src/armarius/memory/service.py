@@ -1,4 +1,4 @@
-"""Memory use cases: remember, recall, read, history, list; curate, uncurate, needs review.
+"""Memory use cases: remember, recall, read, history, list; curate, uncurate, revert, needs review.
 
 The curated check and the write happen in one transaction that holds the entry (SQLite's write
 lock; ``SELECT … FOR UPDATE`` on PostgreSQL), and curation takes the same lock: a human's
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ from armarius.memory.model import (
     slug_key,
     words,
 )
+from armarius.memory.snippets import snippet
 from armarius.store import Database, Tx, UniqueViolation, utc_now
 
 RECALL_MAX = 50
@@ -90,8 +92,8 @@ class MemoryService:
                     curated_only=curated_only, tags=wanted_tags,
                 )
         results = [{
-            "slug": row["slug"], "title": row["title"], "snippet": row["snippet"], "revision": row["revision"],
-            "curated": row["curated_revision"] == row["revision"],
+            "slug": row["slug"], "title": row["title"], "snippet": snippet(row["body"], terms),
+            "revision": row["revision"], "curated": row["curated_revision"] == row["revision"],
         } for row in rows]
         return {"query": query, "match": match if rows else "none", "results": results}
 
@@ -103,7 +105,8 @@ class MemoryService:
             links = queries.links_of(tx, entry.id)
             backlinks = queries.backlinks_of(tx, slug)
             old = queries.revision(tx, entry.id, revision) if revision is not None else None
-        if revision is not None and old is None:
+            old_view = None if old is None else _revision_view(tx, entry, queries.decode_revision(old))
+        if revision is not None and old_view is None:
             raise NotFound(f"{slug!r} has revisions 1 to {entry.revision}.", slug=slug, revision=revision)
         result = {
             "slug": entry.slug, "title": entry.title, "body": entry.body, "tags": list(entry.tags),
@@ -114,11 +117,8 @@ class MemoryService:
             "broken_links": [row["target_slug"] for row in links if row["title"] is None],
             "backlinks": [row["slug"] for row in backlinks],
         }
-        if old is not None:
-            decoded = queries.decode_revision(old)
-            result.update(title=decoded["title"], body=decoded["body"], tags=decoded["tags"],
-                          revision=decoded["revision"], current_revision=entry.revision,
-                          curated=entry.curated_revision == decoded["revision"])
+        if old_view is not None:
+            result.update(old_view)
         return result
 
     def history(self, actor: Actor, slug: str) -> dict[str, Any]:
@@ -162,7 +162,9 @@ class MemoryService:
 
     # Agent writes ------------------------------------------------------------------------------
 
-    def remember(self, actor: Actor, request: RememberRequest) -> dict[str, Any]:
+    def remember(self, actor: Actor, request: RememberRequest, *, within: Tx | None = None) -> dict[str, Any]:
+        """Create or update an entry. ``within``: the caller's write transaction of the actor's workspace
+        (a feature whose own write must commit with this one, e.g. promoting a draft); nothing commits here then."""
         actor.require(Permission.MEMORY_WRITE)
         slug, title = check_slug(request.slug), check_title(request.title)
         body = check_body(request.body, self.limits)
@@ -178,7 +180,10 @@ class MemoryService:
             raise ReasonRequired("confirm_distinct needs a reason: how does this entry differ from the candidates?")
         operation = "op_" + uuid.uuid4().hex
         try:
-            with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
+            if within is not None and within.workspace_id != actor.workspace_id:
+                raise RuntimeError("remember(within=...) needs a transaction of the actor's workspace")
+            with nullcontext(within) if within is not None else self.database.transaction(
+                    workspace_id=actor.workspace_id, write=True) as tx:
                 entry = queries.entry_by_slug(tx, slug, lock=True)
                 # Creations queue up per workspace, so the duplicate check sees a concurrent creation.
                 if entry is None and tx.serialize(_CREATE_TOPIC):
@@ -283,6 +288,44 @@ class MemoryService:
                          details={"revision": entry.curated_revision})
         return {"slug": slug, "curated": False, "changed": True}
 
+    def revert_to_curated(self, actor: Actor, slug: str, reason: str | None) -> dict[str, Any]:
+        """Undo the changes since the last curation: a new revision with exactly the curated title,
+        body and tags. It is curated at once (the human chose exactly this content) and leaves the
+        needs-review list; the reverted revisions stay in the history."""
+        _require_human(actor, Permission.MEMORY_CURATE)
+        check_slug(slug)
+        why = check_reason(reason)
+        if why is None:
+            raise ReasonRequired("A revert needs a reason: why should the changes since the curation go?")
+        operation = "op_" + uuid.uuid4().hex
+        with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
+            entry = self._existing(tx, slug, lock=True)
+            base_revision = entry.review_base_revision
+            if base_revision is None:
+                raise NotFound(f"{slug!r} was never curated, so there is no curated revision to revert to.",
+                               slug=slug, curated_revision=None)
+            if entry.curated:
+                return {"slug": slug, "revision": entry.revision, "curated": True, "changed": False}
+            base_row = queries.revision(tx, entry.id, base_revision)
+            assert base_row is not None  # revisions are never deleted
+            base = queries.decode_revision(base_row)
+            revision, now, tags = entry.revision + 1, utc_now(), tuple(base["tags"])
+            encoded = queries.encode_tags(tags)
+            queries.update_entry(tx, entry.id, title=base["title"], body=base["body"], tags=encoded,
+                                 revision=revision, by=actor.audit_name, at=now, needs_review=False)
+            queries.insert_revision(tx, entry.id, revision, title=base["title"], body=base["body"], tags=encoded,
+                                    reason=why, operation_id=operation, author=actor.audit_name, at=now,
+                                    overrode_curated=False)
+            queries.replace_tags_and_links(tx, entry.id, tags, parse_links(base["body"]))
+            queries.set_curation(tx, entry.id, curated_revision=revision, by=actor.audit_name, at=now,
+                                 review_base_revision=revision, needs_review=False)
+            audit.append(tx, actor=actor.audit_name, action="memory.reverted", subject=slug, details={
+                "revision": revision, "reverted_to": base_revision, "reverted_from": entry.revision,
+                "reason": why, "operation": operation,
+            })
+        return {"slug": slug, "revision": revision, "reverted_to": base_revision, "curated": True, "changed": True,
+                "operation": operation}
+
     def needs_review(self, actor: Actor) -> list[dict[str, Any]]:
         """Entries whose curation an agent overrode: reasons, and a diff against the last curated revision."""
         actor.require(Permission.MEMORY_READ)
@@ -304,8 +347,23 @@ class MemoryService:
     def _existing(self, tx: Tx, slug: str, *, lock: bool = False) -> Entry:
         entry = queries.entry_by_slug(tx, slug, lock=lock)
         if entry is None:
-            raise NotFound(f"There is no entry {slug!r} in this workspace; recall or list to find one.", slug=slug)
+            raise NotFound(f"There is no entry {slug!r} in this workspace.", slug=slug,
+                           agent_hint="Use recall or list to find one.")
         return entry
+
+
+def _revision_view(tx: Tx, entry: Entry, revision: dict[str, Any]) -> dict[str, Any]:
+    """An older revision as read shows it: its own content, time, author and links."""
+    targets = sorted(parse_links(revision["body"]))
+    existing = queries.existing_slugs(tx, targets)
+    return {
+        "title": revision["title"], "body": revision["body"], "tags": revision["tags"],
+        "revision": revision["revision"], "current_revision": entry.revision,
+        "curated": entry.curated_revision == revision["revision"],
+        "updated_at": revision["created_at"], "updated_by": revision["author"],
+        "links": [target for target in targets if target in existing],
+        "broken_links": [target for target in targets if target not in existing],
+    }
 
 
 def _require_human(actor: Actor, permission: Permission) -> None:

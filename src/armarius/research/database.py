@@ -1,10 +1,16 @@
 """Database queries: structured, allowlisted, read-only, with exact values and stated coverage.
 
 An agent names a configured database, an allowlisted table, columns, filters (``eq ne lt le gt ge
-contains in``, joined by AND) and an order; nothing else. Table and column names are checked
-against the server's own catalogue (cached for ``schema_cache_seconds``) and the operator's
-allowlists, then quoted; every value is a bound parameter, converted to the column's kind first.
-``contains`` escapes ``%``, ``_`` and the escape character itself. One ``SELECT`` per call.
+contains in``, spelled ``op`` or ``operator``, joined by AND) and an order; nothing else. Table and
+column names are checked against the server's own catalogue (cached for ``schema_cache_seconds``)
+and the operator's allowlists, then quoted; every value is a bound parameter, converted to the
+column's kind first. ``contains`` escapes ``%``, ``_`` and the escape character itself. One
+``SELECT`` per call.
+
+The request's values are the caller's business, never a provider failure: a value that would
+overflow an engine or driver is refused as ``invalid_input`` before any statement runs, and text
+the column's character set cannot hold matches nothing (``eq``, ``contains``, a member of ``in``)
+or every row with a value (``ne``) instead of failing on the server.
 
 Answers say what they cover: ``complete_filtered_rows`` is true only for the whole predicate read
 from offset 0 with no further page, and only then is an empty answer evidence of absence (within
@@ -65,9 +71,7 @@ class DatabaseResearch:
         if not self._drivers:
             raise NotFound("No databases are configured for research.", field="database")
         if kind == "database.tables" and "database" not in request and len(self._drivers) > 1:
-            listed = [self._tables(driver) for driver in self._drivers.values()]
-            origins = [_origin(self.databases[entry["database"]]) for entry in listed]
-            return {"kind": kind, "origin": {"kind": "database", "databases": origins}, "databases": listed}
+            return self._all_tables()
         driver = self._driver(request.get("database"))
         handlers: dict[str, Callable[[Driver, dict[str, Any]], dict[str, Any]]] = {
             "database.tables": lambda driver, _request: {"databases": [self._tables(driver)]},
@@ -79,6 +83,27 @@ class DatabaseResearch:
             self._forget(driver)  # the schema may have changed under the cache
             raise
         return {"kind": kind, "origin": _origin(driver.source), **answer}
+
+    def _all_tables(self) -> dict[str, Any]:
+        """The tables of every configured database; one that fails is marked, the others still listed.
+        Only when none answers is it an error (the first failure)."""
+        listed: list[dict[str, Any]] = []
+        failures: list[ResearchUnavailable] = []
+        for driver in self._drivers.values():
+            try:
+                listed.append(self._tables(driver))
+            except ResearchUnavailable as error:
+                self._forget(driver)
+                failures.append(error)
+                source = driver.source
+                listed.append({"database": source.name, "dialect": source.dialect, "snapshot": source.snapshot,
+                               "unavailable": {"reason": error.details.get("reason"), "message": error.message}})
+        if len(failures) == len(self._drivers):
+            raise failures[0]
+        origins = [_origin(source) for source in self.databases.values()]
+        return {"kind": "database.tables", "origin": {"kind": "database", "databases": origins},
+                "databases": listed, "unavailable": [entry["database"] for entry in listed if "unavailable" in entry],
+                "complete": not failures}
 
     def _driver(self, name: str | None) -> Driver:
         names = ", ".join(self._drivers)
@@ -213,58 +238,129 @@ def _where(driver: Driver, table: Table, filters: list[dict[str, Any]]) -> tuple
     clauses: list[str] = []
     parameters: list[Any] = []
     for index, item in enumerate(filters):
-        field = f"filters.{index}"
-        column = _column(table, item["column"], f"{field}.column")
-        op, value, name = item["op"], item["value"], driver.quote(column.name)
-        # SQLite keeps dates as text in whatever form they were written: compare them normalized.
-        sqlite_moment = driver.source.dialect == "sqlite" and column.family == "temporal"
-        normal = _moment_kind(column) if sqlite_moment else None  # SQLite's datetime(), date() or time()
-        operand, mark = (f"{normal}({name})", f"{normal}({driver.placeholder})") if normal else (
-            name, driver.placeholder)
-        if op == "in":
-            if not isinstance(value, list):
-                raise InvalidInput(f"{field}: 'in' takes a list of values.", field=f"{field}.value")
-            if len(value) > driver.source.limits.max_in_values:
-                raise InvalidInput(f"{field}: 'in' takes at most {driver.source.limits.max_in_values} values.",
-                                   field=f"{field}.value")
-            parameters += [_bound(driver, column, each, f"{field}.value.{number}") for number, each in enumerate(value)]
-            clauses.append(f"{operand} IN ({', '.join([mark] * len(value))})")
-        elif isinstance(value, list):
-            raise InvalidInput(f"{field}: {op!r} takes one value; a list goes with 'in'.", field=f"{field}.value")
-        elif value is None:
-            if op not in ("eq", "ne"):
-                raise InvalidInput(f"{field}: null goes only with eq (IS NULL) or ne (IS NOT NULL).",
-                                   field=f"{field}.value")
-            clauses.append(f"{name} IS {'' if op == 'eq' else 'NOT '}NULL")
-        elif op == "contains":
-            if column.family != "text" or not isinstance(value, str):
-                raise InvalidInput(f"{field}: contains takes a text value and a text column.", field=f"{field}.value")
-            clauses.append(f"{name} LIKE {mark} ESCAPE '{_ESCAPE}'")
-            parameters.append(like_pattern(_bound(driver, column, value, f"{field}.value")))
-        else:
-            if op not in {"eq", "ne"} and column.family not in _ORDERED_FAMILIES - {"boolean", "bytes"}:
-                raise InvalidInput(f"{field}: {op} does not apply to a {column.family} column.", field=f"{field}.op")
-            clauses.append(f"{operand} {_COMPARISONS[op]} {mark}")
-            parameters.append(_bound(driver, column, value, f"{field}.value"))
+        clause, values = _clause(driver, table, item, f"filters.{index}")
+        clauses.append(clause)
+        parameters += values
+    size = sum(len(each.encode("utf-8")) if isinstance(each, str) else len(each) if isinstance(each, bytes) else 0
+               for each in parameters)
+    if size > MAX_VALUE_BYTES:
+        raise InvalidInput(f"The filter values add up to {size} bytes; one query takes at most {MAX_VALUE_BYTES}. "
+                           "Split the query or use shorter values.", field="filters")
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), parameters
 
 
+def _clause(driver: Driver, table: Table, item: dict[str, Any], field: str) -> tuple[str, list[Any]]:
+    """One filter as SQL with its parameters."""
+    column = _column(table, item["column"], f"{field}.column")
+    op, value, name = _operator(item, field), item["value"], driver.quote(column.name)
+    # SQLite keeps dates as text in whatever form they were written: compare them normalized.
+    sqlite_moment = driver.source.dialect == "sqlite" and column.family == "temporal"
+    normal = _moment_kind(column) if sqlite_moment else None  # SQLite's datetime(), date() or time()
+    operand, mark = (f"{normal}({name})", f"{normal}({driver.placeholder})") if normal else (name, driver.placeholder)
+    if op == "in":
+        if not isinstance(value, list):
+            raise InvalidInput(f"{field}: 'in' takes a list of values.", field=f"{field}.value")
+        if len(value) > driver.source.limits.max_in_values:
+            raise InvalidInput(f"{field}: 'in' takes at most {driver.source.limits.max_in_values} values.",
+                               field=f"{field}.value")
+        bound = [_bound(driver, column, each, f"{field}.value.{number}") for number, each in enumerate(value)]
+        members = [each for each in bound if each is not _NOTHING]  # a value the column cannot hold: no match
+        return (f"{operand} IN ({', '.join([mark] * len(members))})" if members else _NO_ROW), members
+    if isinstance(value, list):
+        raise InvalidInput(f"{field}: {op!r} takes one value; a list goes with 'in'.", field=f"{field}.value")
+    if value is None:
+        if op not in ("eq", "ne"):
+            raise InvalidInput(f"{field}: null goes only with eq (IS NULL) or ne (IS NOT NULL).",
+                               field=f"{field}.value")
+        return f"{name} IS {'' if op == 'eq' else 'NOT '}NULL", []
+    if op == "contains":
+        return _contains(driver, column, value, field)
+    if op not in {"eq", "ne"} and column.family not in _ORDERED_FAMILIES - {"boolean", "bytes"}:
+        raise InvalidInput(f"{field}: {op} does not apply to a {column.family} column.", field=f"{field}.op")
+    bound_value = _bound(driver, column, value, f"{field}.value")
+    if bound_value is _NOTHING:
+        return _impossible(op, name, column, f"{field}.value"), []
+    return f"{operand} {_COMPARISONS[op]} {mark}", [bound_value]
+
+
+def _contains(driver: Driver, column: Column, value: Any, field: str) -> tuple[str, list[Any]]:
+    if column.family != "text" or not isinstance(value, str):
+        raise InvalidInput(f"{field}: contains takes a text value and a text column.", field=f"{field}.value")
+    text = _bound(driver, column, value, f"{field}.value")
+    if text is _NOTHING:  # no stored text contains a character its column cannot hold
+        return _NO_ROW, []
+    pattern = like_pattern(text)
+    longest = driver.like_pattern_limit()
+    if longest is not None and len(pattern.encode("utf-8")) > longest:
+        raise InvalidInput(f"{field}: contains takes at most {longest} bytes of UTF-8 here (%, _ and ! count "
+                           "twice); search for a shorter part of the text.", field=f"{field}.value")
+    return f"{driver.quote(column.name)} LIKE {driver.placeholder} ESCAPE '{_ESCAPE}'", [pattern]
+
+
+def _operator(item: dict[str, Any], field: str) -> str:
+    """The filter's operator, spelled ``op`` or (as the seed writes it) ``operator``: exactly one."""
+    spellings = [item[key] for key in ("op", "operator") if key in item]
+    if len(spellings) != 1:
+        raise InvalidInput(f"{field}: give the operator once, as op (or operator), not "
+                           f"{'both' if spellings else 'neither'}.", field=f"{field}.op")
+    op: str = spellings[0]
+    return op
+
+
+def _impossible(op: str, name: str, column: Column, field: str) -> str:
+    """The clause for comparing with a value the column cannot hold: equal to no row, unequal to every
+    row that has a value; it has no place in the column's order."""
+    if op == "eq":
+        return _NO_ROW
+    if op == "ne":
+        return f"{name} IS NOT NULL"
+    raise InvalidInput(f"{field}: column {column.name!r} ({column.type}) cannot hold this value, so it has no "
+                       f"place in the column's order for {op}; use eq, ne, in or contains, or another value.",
+                       field=field)
+
+
 def _bound(driver: Driver, column: Column, value: Any, field: str) -> Any:
-    """The value as a parameter of the column's kind; a value that does not fit is refused, not guessed."""
-    accepts, convert = _BINDINGS.get(column.family, _BINDINGS["other"])
-    if column.family == "temporal":
-        accepts = _MOMENTS[_moment_kind(column)][0]
-    bound = convert(value, column, driver.source.dialect) if value is not None else None
+    """The value as a parameter of the column's kind; a value that does not fit is refused, not guessed.
+    ``_NOTHING`` for text the column's character set cannot hold (it equals no stored value)."""
+    convert = _BINDINGS.get(column.family, _BINDINGS["other"])
+    dialect = driver.source.dialect
+    bound = convert(value, column, dialect) if value is not None else None
     if bound is None:
-        raise InvalidInput(f"{field}: column {column.name!r} ({column.type}) takes {accepts}.", field=field)
+        raise InvalidInput(f"{field}: column {column.name!r} ({column.type}) takes {_accepts(column, dialect)}.",
+                           field=field)
+    if isinstance(bound, str) and column.family in ("text", "other") and not driver.holds(column, bound):
+        return _NOTHING
     return bound
 
 
-#: What any server can compare an integer parameter with (BIGINT and BIGINT UNSIGNED).
+#: Stands for a value of the right kind that the column cannot hold.
+_NOTHING: Any = object()
+_NO_ROW = "1 = 0"
+#: What the filter values of one query may add up to (UTF-8 text and bytes): far below what any server
+#: takes in one statement (MariaDB's max_allowed_packet is 16 MiB by default, and escaping may double it).
+MAX_VALUE_BYTES = 1_000_000
+#: What any server can compare an integer parameter with (BIGINT and BIGINT UNSIGNED); the schema's bounds.
 _INTEGER_RANGE = {"sqlite": (-(2**63), 2**63 - 1), "mariadb": (-(2**63), 2**64 - 1),
                   "postgresql": (-(2**63), 2**64 - 1)}
 #: Decimal exponents beyond this are nothing a DECIMAL/NUMERIC column holds.
 _DECIMAL_EXPONENT = 1000
+#: MariaDB reads a longer decimal literal as a DOUBLE, which may round it (even to 0).
+_MARIADB_DECIMAL_DIGITS = 65
+
+
+def _accepts(column: Column, dialect: str) -> str:
+    """What a column of this kind takes, as a message says it."""
+    if column.family == "temporal":
+        return _MOMENTS[_moment_kind(column)][0]
+    if column.family == "integer":
+        low, high = _INTEGER_RANGE[dialect]
+        return f"a whole number from {low} to {high}"
+    if column.family == "float" or (column.family == "decimal" and dialect == "sqlite"):
+        return ("a finite number a 64-bit float holds (up to about 1.8e308, and not so small that it becomes 0); "
+                "it may be given as a string")
+    if column.family == "decimal" and dialect == "mariadb":
+        return f"a number of at most {_MARIADB_DECIMAL_DIGITS} digits (a decimal as a string stays exact)"
+    return _ACCEPTS.get(column.family, _ACCEPTS["other"])
 
 
 def _integer(value: Any, _column: Column, dialect: str) -> Any:
@@ -273,19 +369,22 @@ def _integer(value: Any, _column: Column, dialect: str) -> Any:
 
 
 def _number(value: Any, column: Column, dialect: str) -> Any:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
+    if isinstance(value, int):  # true and false included: _integer refuses them
         return _integer(value, column, dialect)
     text = repr(value) if isinstance(value, float) else value
-    if not isinstance(text, str) or not _DECIMAL_TEXT.fullmatch(text):
+    number = Decimal(text) if isinstance(text, str) and _DECIMAL_TEXT.fullmatch(text) else None
+    if number is None or abs(number.adjusted()) > _DECIMAL_EXPONENT:
         return None
-    number = Decimal(text)
-    if abs(number.adjusted()) > _DECIMAL_EXPONENT:
-        return None
-    if column.family == "float":
-        return float(number)
-    return text if dialect == "sqlite" else number
+    if column.family == "float" or dialect == "sqlite":  # SQLite compares every number as a 64-bit float
+        approximate = float(number)
+        if not math.isfinite(approximate) or (approximate == 0 and number != 0):
+            return None  # beyond a double, or so small that it would compare equal to 0
+        return approximate if column.family == "float" else text
+    if dialect == "mariadb":
+        number = number.normalize()
+        if len(format(number, "f").lstrip("-").replace(".", "")) > _MARIADB_DECIMAL_DIGITS:
+            return None
+    return number
 
 
 def _text(value: Any, _column: Column, _dialect: str) -> Any:
@@ -307,9 +406,12 @@ def _boolean(value: Any, _column: Column, _dialect: str) -> Any:
 
 
 def _other(value: Any, column: Column, dialect: str) -> Any:
+    """Text or a number for a column of a type without its own rules (the server compares)."""
     if isinstance(value, str):
         return _text(value, column, dialect)
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if isinstance(value, int):
+        return _integer(value, column, dialect)  # SQLite binds no integer beyond 64 bits
+    return value if isinstance(value, float) and math.isfinite(value) else None
 
 
 _DATE = r"\d{4}-\d{2}-\d{2}"
@@ -349,15 +451,17 @@ def _moment(value: Any, column: Column, dialect: str) -> Any:
     return value if dialect == "sqlite" else parsed
 
 
-_BINDINGS: dict[str, tuple[str, Callable[[Any, Column, str], Any]]] = {
-    "integer": ("a whole number within 64 bits", _integer),
-    "decimal": ("a number (a decimal as a string stays exact)", _number),
-    "float": ("a number", _number),
-    "text": ("text without NUL", _text),
-    "bytes": ('bytes, written {"base64": "..."} in standard base64', _bytes),
-    "temporal": ("a date or time in ISO 8601", _moment),
-    "boolean": ("true or false", _boolean),
-    "other": ("text or a number", _other),
+#: Per kind of column: what turns a JSON value into its parameter (None: the value does not fit).
+_BINDINGS: dict[str, Callable[[Any, Column, str], Any]] = {
+    "integer": _integer, "decimal": _number, "float": _number, "text": _text, "bytes": _bytes,
+    "temporal": _moment, "boolean": _boolean, "other": _other,
+}
+_ACCEPTS = {
+    "decimal": "a number (a decimal as a string stays exact)",
+    "text": "text without NUL",
+    "bytes": 'bytes, written {"base64": "..."} in standard base64',
+    "boolean": "true or false",
+    "other": "text or a number",
 }
 
 

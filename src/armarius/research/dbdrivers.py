@@ -10,8 +10,12 @@ reading and a progress handler for the time limit. And :meth:`Driver.fetch` runs
 ``SELECT`` without ``;`` or comments, as :mod:`armarius.research.database` builds them from checked
 identifiers with every value bound. Multiple statements per call are never enabled.
 
-Driver messages can carry hosts, user names and values, so none reaches a caller or a log: a
-failure becomes ``research_unavailable`` naming the database and an error class only.
+Driver messages can carry hosts, user names and values, so none reaches a caller or a log. Each
+driver sorts its errors in one place (:meth:`Driver._classify`), by exception class, SQLSTATE,
+MySQL error number or SQLite result code, never by message text: an error caused by the request's
+own values (a value the column's type or character set cannot take) becomes ``invalid_input``; a
+provider failure (unreachable, timed out, refused) becomes ``research_unavailable`` naming the
+database and a reason only.
 """
 
 from __future__ import annotations
@@ -32,12 +36,14 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
-from armarius.errors import InternalError, ResearchUnavailable
+from armarius.errors import InternalError, InvalidInput, ResearchUnavailable
 from armarius.research.config import DatabaseSource
 
 logger = logging.getLogger("armarius.research")
 
 Family = Literal["integer", "decimal", "float", "text", "bytes", "temporal", "boolean", "other"]
+#: What a driver error means: the request's values (input), or the provider (timeout, lost, failed).
+Failure = Literal["input", "timeout", "lost", "failed"]
 _IDLE_CONNECTIONS = 4
 #: What the statement builder writes: one SELECT, no statement separator, no comment.
 _SINGLE_SELECT = re.compile(r"SELECT (?:(?!--|/\*|#)[^;])*", re.DOTALL)
@@ -49,6 +55,8 @@ class Column:
     type: str
     family: Family
     nullable: bool
+    #: The column's character set where the server keeps one per column (MariaDB), else None.
+    charset: str | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,15 @@ class Driver(ABC):
         the generic conversion by Python type does)."""
         return None
 
+    def holds(self, column: Column, text: str) -> bool:  # noqa: ARG002 - dialects override
+        """False only when the column's character set certainly cannot hold ``text`` (such a value
+        equals no stored value); where that is not known, the server decides."""
+        return True
+
+    def like_pattern_limit(self) -> int | None:
+        """The longest LIKE pattern the engine takes, in UTF-8 bytes (None: no limit of its own)."""
+        return None
+
     @abstractmethod
     def _open(self) -> Any:
         """A new connection, read-only for its session, with the statement time limit set."""
@@ -108,8 +125,9 @@ class Driver(ABC):
         """One statement in one read-only transaction."""
 
     @abstractmethod
-    def _classify(self, error: BaseException) -> Literal["timeout", "lost", "failed"] | None:
-        """What a driver exception means; None when it is not the driver's."""
+    def _classify(self, error: BaseException) -> Failure | None:
+        """What a driver exception means; None when it is not the driver's. The one place where
+        driver errors are sorted, by class and code only."""
 
     @abstractmethod
     def _catalogue(self, connection: Any, tables: Sequence[str]) -> dict[str, Table]:
@@ -133,7 +151,7 @@ class Driver(ABC):
             except Exception as error:
                 if attempt == 1 and self._classify(error) == "lost":
                     continue
-                raise self._unavailable(error) from None
+                raise self._translate(error, values=True) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def catalogue(self) -> dict[str, Table]:
@@ -141,7 +159,7 @@ class Driver(ABC):
             with self._connection() as connection:
                 return self._catalogue(connection, self.source.tables)
         except Exception as error:
-            raise self._unavailable(error) from None
+            raise self._translate(error, values=False) from None
 
     def close(self) -> None:
         with self._lock:
@@ -157,7 +175,7 @@ class Driver(ABC):
             try:
                 connection = self._open()
             except Exception as error:
-                raise self._unavailable(error, connecting=True) from None
+                raise self._translate(error, values=False, connecting=True) from None
         healthy = False
         try:
             yield connection
@@ -171,13 +189,22 @@ class Driver(ABC):
             if connection is not None:
                 _close_quietly(connection)
 
-    def _unavailable(self, error: BaseException, *, connecting: bool = False) -> BaseException:
+    def _translate(self, error: BaseException, *, values: bool, connecting: bool = False) -> BaseException:
+        """Our error for a driver's: ``invalid_input`` when the statement's values caused it (``values``:
+        they came from the request), else ``research_unavailable``; never the driver's message."""
         kind = self._classify(error)
         if kind is None:
             return error  # not the driver's: a bug of ours, reported as such
         name = self.source.name
         # The driver's message may name hosts, users or values: log and report the class only.
         logger.warning("research database %s: %s (%s)", name, type(error).__name__, kind)
+        if kind == "input" and values and not connecting:
+            return InvalidInput(
+                f"The database {name!r} cannot compare a filter value with its column: the value does not fit "
+                "the column's type or character set. Check each value against the column's kind and type "
+                "(database.schema lists them) and call again.",
+                field="filters", database=name,
+            )
         if kind == "timeout":
             return ResearchUnavailable(
                 f"The query on database {name!r} ran longer than its limit of "
@@ -210,6 +237,31 @@ _MARIADB_FAMILIES: dict[str, Family] = {
 # MariaDB: ER_STATEMENT_TIMEOUT; MySQL: ER_QUERY_TIMEOUT and "interrupted".
 _MARIADB_TIMEOUTS = {1969, 3024, 1317}
 _MARIADB_LOST = {2006, 2013, 2014, 2055}
+#: Errors a statement's values cause: collations that cannot meet (a value the column's character set
+#: cannot hold: CANT_AGGREGATE_2/3/NCOLLATIONS, COLLATION_CHARSET_MISMATCH), a string not valid in a
+#: character set (TRUNCATED_WRONG_VALUE_FOR_FIELD, TRUNCATED_WRONG_VALUE), values out of range
+#: (WARN_DATA_OUT_OF_RANGE, DATA_OUT_OF_RANGE, DATA_TOO_LONG, ILLEGAL_VALUE_FOR_TYPE) and a column type that
+#: cannot be compared with such a value (ILLEGAL_PARAMETER_DATA_TYPES2_FOR_OPERATION, say UUID and int).
+_MARIADB_INPUT = {1267, 1270, 1271, 1253, 1366, 1292, 1264, 1690, 1406, 1367, 4078}
+_BEYOND_BMP = re.compile("[\U00010000-\U0010ffff]")
+#: The five bytes Windows-1252 leaves unassigned, which MariaDB's latin1 keeps as the C1 controls they name.
+_LATIN1_EXTRA = frozenset("\x81\x8d\x8f\x90\x9d")
+#: Per character set whose repertoire is known exactly, whether it holds a text. Any other set is left to
+#: the server (utf8mb4 and utf16/32 hold everything), whose refusal is then an ``input`` error.
+_MARIADB_REPERTOIRES: dict[str, Callable[[str], bool]] = {
+    # utf8mb3 (spelled utf8 before MariaDB 10.6) and ucs2: the Basic Multilingual Plane only.
+    **dict.fromkeys(("utf8mb3", "utf8", "ucs2"), lambda text: not _BEYOND_BMP.search(text)),
+    "ascii": str.isascii,
+    "latin1": lambda text: all(_in_cp1252(character) or character in _LATIN1_EXTRA for character in text),
+}
+
+
+def _in_cp1252(character: str) -> bool:
+    try:
+        character.encode("cp1252")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _iso_text(value: Any) -> Any:
@@ -232,6 +284,10 @@ def _mariadb_conversions() -> dict[Any, Any]:
 class MariadbDriver(Driver):
     def converter(self, column: Column) -> Callable[[Any], Any] | None:
         return _iso_text if column.family == "temporal" else None
+
+    def holds(self, column: Column, text: str) -> bool:
+        repertoire = _MARIADB_REPERTOIRES.get((column.charset or "").lower())
+        return True if repertoire is None else repertoire(text)
 
     def quote(self, name: str) -> str:
         return f"`{name}`"
@@ -274,12 +330,14 @@ class MariadbDriver(Driver):
         rows: list[tuple[Any, ...]] = connection.run(statement, parameters)
         return rows
 
-    def _classify(self, error: BaseException) -> Literal["timeout", "lost", "failed"] | None:
+    def _classify(self, error: BaseException) -> Failure | None:
         import pymysql
 
         if not isinstance(error, pymysql.err.Error):
             return None
         code = error.args[0] if error.args and isinstance(error.args[0], int) else None
+        if code in _MARIADB_INPUT:
+            return "input"
         if code in _MARIADB_TIMEOUTS:
             return "timeout"
         if code in _MARIADB_LOST or isinstance(error, pymysql.err.InterfaceError):
@@ -290,13 +348,14 @@ class MariadbDriver(Driver):
         marks = ", ".join(["%s"] * len(tables))
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, IS_NULLABLE FROM information_schema.COLUMNS "
-                f"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ({marks}) ORDER BY TABLE_NAME, ORDINAL_POSITION",
+                "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, IS_NULLABLE, CHARACTER_SET_NAME "
+                f"FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ({marks}) "
+                "ORDER BY TABLE_NAME, ORDINAL_POSITION",
                 tuple(tables),
             )
             columns = [(table, Column(name, str(column_type), _MARIADB_FAMILIES.get(str(data).lower(), "other"),
-                                      nullable == "YES"))
-                       for table, name, column_type, data, nullable in cursor.fetchall()]
+                                      nullable == "YES", charset))
+                       for table, name, column_type, data, nullable, charset in cursor.fetchall()]
             cursor.execute(
                 "SELECT TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME, REFERENCED_TABLE_NAME, REFERENCED_COLUMN_NAME "
                 f"FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ({marks}) "
@@ -410,6 +469,10 @@ class PostgresDriver(Driver):
             options=(f"-c default_transaction_read_only=on -c statement_timeout={int(limits.timeout_seconds * 1000)} "
                      "-c idle_in_transaction_session_timeout=60000"),
             autocommit=False, application_name="armarius-research",
+            # Text goes to the server as UTF-8 whatever the database's encoding: a character the database
+            # cannot hold is then the server's refusal (SQLSTATE 22P05, a value error), not an encoding
+            # error in the client.
+            client_encoding="UTF8",
         )
         connection.read_only = True  # every transaction starts with BEGIN READ ONLY
         return connection
@@ -423,11 +486,16 @@ class PostgresDriver(Driver):
             connection.rollback()
         return rows
 
-    def _classify(self, error: BaseException) -> Literal["timeout", "lost", "failed"] | None:
+    def _classify(self, error: BaseException) -> Failure | None:
         import psycopg
 
         if not isinstance(error, psycopg.Error):
             return None
+        state = error.sqlstate or ""
+        # Class 22 (data exception: a value the type or encoding cannot take, out of range, malformed) and
+        # 42883 (no such operator: the column's type cannot be compared with such a value).
+        if state.startswith("22") or state == "42883":
+            return "input"
         if isinstance(error, psycopg.errors.QueryCanceled):
             return "timeout"
         if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
@@ -461,6 +529,17 @@ def _postgres_family(type_name: str, category: str) -> Family:
 _SQLITE_READING = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_TRANSACTION}
 _SQLITE_PRAGMAS = {"table_info", "foreign_key_list", "index_list", "index_info"}
 _PROGRESS_STEPS = 10_000
+#: Result codes a statement's values cause: a text or blob longer than the engine takes, a value of a
+#: type it cannot use there.
+_SQLITE_INPUT = {sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_MISMATCH}
+
+
+@cache
+def _sqlite_like_limit() -> int:
+    """The longest LIKE pattern this SQLite library takes (SQLITE_LIMIT_LIKE_PATTERN_LENGTH, 50,000 bytes
+    unless built otherwise); a longer one fails with a generic error that names no class."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as connection:
+        return connection.getlimit(sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH)
 
 
 def _sqlite_authorizer(action: int, first: str | None, _second: str | None, _database: str | None,
@@ -477,6 +556,9 @@ def _sqlite_authorizer(action: int, first: str | None, _second: str | None, _dat
 
 class SqliteDriver(Driver):
     placeholder = "?"
+
+    def like_pattern_limit(self) -> int | None:
+        return _sqlite_like_limit()
 
     def quote(self, name: str) -> str:
         return f'"{name}"'
@@ -503,10 +585,14 @@ class SqliteDriver(Driver):
         rows: list[tuple[Any, ...]] = connection.run(statement, parameters, self.source.limits.timeout_seconds)
         return rows
 
-    def _classify(self, error: BaseException) -> Literal["timeout", "lost", "failed"] | None:
+    def _classify(self, error: BaseException) -> Failure | None:
         if not isinstance(error, sqlite3.Error):
             return None
-        if isinstance(error, sqlite3.OperationalError) and "interrupted" in str(error):
+        code = getattr(error, "sqlite_errorcode", None)
+        primary = code & 0xFF if isinstance(code, int) else None  # an extended code carries its primary code
+        if primary in _SQLITE_INPUT:
+            return "input"
+        if primary == sqlite3.SQLITE_INTERRUPT:  # the progress handler stopped it at its deadline
             return "timeout"
         return "failed"
 

@@ -4,22 +4,30 @@ git runs with an argument vector (never a shell), a fixed clean environment (no 
 configuration, no replace objects, literal pathspecs, no prompts), ``--no-pager``, ``--`` before
 every pathspec and patterns given with ``-e``, and only ever against a resolved full commit hash:
 the working tree, the index and the branches are never consulted. Text conversion is off.
-Failures and time-outs become ``research_unavailable``; a git message never reaches a caller.
+Output is read as a stream within the time limit, so a caller may stop git as soon as it has what
+it needs and memory never grows with the size of an answer it does not keep. Failures and
+time-outs become ``research_unavailable``; a git message never reaches a caller.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
+import re
+import selectors
 import shutil
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Generator, Iterator, Sequence
+from contextlib import closing, suppress
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from armarius.errors import ResearchUnavailable
+from armarius.research.paths import shown_path
 
 logger = logging.getLogger("armarius.research")
 
@@ -43,6 +51,14 @@ _PINNED_CONFIG = (
     "-c", "grep.patternType=fixed", "-c", "grep.fullName=false", "-c", "grep.column=false",
     "-c", "grep.fallbackToNoIndex=false", "-c", "color.ui=false", "-c", "core.attributesFile=" + os.devnull,
 )
+#: Bytes read from git at a time (and the pipe size asked for, so git blocks less often).
+_CHUNK = 1 << 20
+_STDERR_KEPT = 4096
+#: Pathspec bytes per git command (Linux allows 2 MiB of arguments and environment together).
+_ARGUMENT_BYTES = 256 * 1024
+#: One run of ``git grep -z -n`` records of the same file: ``name NUL line NUL text LF``, repeated.
+#: A name holding a newline does not match and is read record by record instead.
+_GREP_RUN = re.compile(rb"([^\0\n]*)\0[^\n]*\n(?:\1\0[^\n]*\n)*")
 
 
 @dataclass(frozen=True)
@@ -54,10 +70,59 @@ class TreeEntry:
 
 
 @dataclass(frozen=True)
+class TreeIndex:
+    """One commit's tree: entries by exact name, its folders, and the names that are not UTF-8 by the
+    form answers show them in (when no other name shows the same)."""
+
+    entries: dict[str, TreeEntry]
+    folders: frozenset[str]
+    shown: dict[str, TreeEntry]
+
+    @classmethod
+    def of(cls, entries: Sequence[TreeEntry]) -> TreeIndex:
+        by_path = {entry.path: entry for entry in entries}
+        folders = {entry.path[:slash] for entry in entries for slash in _slashes(entry.path)}
+        shown: dict[str, list[TreeEntry]] = {}
+        for entry in entries:
+            if (display := shown_path(entry.path)) != entry.path:
+                shown.setdefault(display, []).append(entry)
+        unique = {display: found[0] for display, found in shown.items()
+                  if len(found) == 1 and display not in by_path and display not in folders}
+        return cls(by_path, frozenset(folders), unique)
+
+    def find(self, path: str) -> TreeEntry | None:
+        """The entry of this exact name, or of the name not in UTF-8 that an answer showed as ``path``."""
+        return self.entries.get(path) or self.shown.get(path)
+
+
+def _slashes(path: str) -> Iterator[int]:
+    slash = path.find("/")
+    while slash >= 0:
+        yield slash
+        slash = path.find("/", slash + 1)
+
+
+@dataclass(frozen=True)
 class GrepLine:
     path: str
     line: int
     text: bytes
+
+
+class GrepRun:
+    """Matching lines of one file that git printed one after another (a file's lines may come in
+    several runs). ``count`` is known at once; the lines are only parsed when asked for."""
+
+    __slots__ = ("_data", "_end", "_skip", "_start", "count", "path")
+
+    def __init__(self, path: str, count: int, data: bytes, start: int, end: int, skip: int) -> None:
+        self.path, self.count = path, count
+        self._data, self._start, self._end, self._skip = data, start, end, skip
+
+    def lines(self) -> Iterator[GrepLine]:
+        for record in self._data[self._start:self._end - 1].split(b"\n"):
+            number, _, text = record[self._skip:].partition(b"\0")
+            yield GrepLine(self.path, int(number), text)
 
 
 class GitRepository:
@@ -69,22 +134,77 @@ class GitRepository:
         self._sha256: dict[str, str] = {}
         self._environment = {**_CLEAN_ENVIRONMENT, "PATH": str(Path(executable).parent)}
 
-    def _run(self, arguments: Sequence[str], *, stdin: bytes | None = None, ok_codes: tuple[int, ...] = (0,)) -> bytes:
+    def _stream(self, arguments: Sequence[str], *, stdin: bytes = b"", ok_codes: tuple[int, ...] = (0,)
+                ) -> Generator[bytes, None, None]:
+        """git's standard output, chunk by chunk, all within the time limit. Closing the generator
+        early stops git; its exit status is checked only when the output was read to the end."""
         command = [self._git, "--no-pager", "-C", str(self.path), *_PINNED_CONFIG, *arguments]
+        deadline = time.monotonic() + self.timeout
         try:
-            completed = subprocess.run(command, input=stdin, capture_output=True, timeout=self.timeout,
-                                       env=self._environment, check=False)
-        except subprocess.TimeoutExpired:
-            raise ResearchUnavailable(f"The source did not answer within {self.timeout:g} seconds.",
-                                      timeout_seconds=self.timeout) from None
+            process = subprocess.Popen(command, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._environment)
         except OSError:
             logger.exception("git could not be started")
             raise ResearchUnavailable("git could not be started on the server.") from None
-        if completed.returncode not in ok_codes:
-            logger.warning("git %s failed (%s): %s", arguments[0], completed.returncode,
-                           completed.stderr[:500].decode("utf-8", "replace"))
-            raise ResearchUnavailable("The source repository could not be read; the operator was told in the log.")
-        return completed.stdout
+        try:
+            stderr = yield from self._pump(process, stdin, deadline)
+            try:
+                returncode = process.wait(max(deadline - time.monotonic(), 0.001))
+            except subprocess.TimeoutExpired:
+                raise self._timed_out() from None
+            if returncode not in ok_codes:
+                logger.warning("git %s failed (%s): %s", arguments[0], returncode,
+                               stderr[:500].decode("utf-8", "replace"))
+                raise ResearchUnavailable("The source repository could not be read; the operator was told in the log.")
+        finally:
+            if process.returncode is None:
+                process.kill()
+                process.wait()
+            for pipe in (process.stdin, process.stdout, process.stderr):
+                if pipe is not None:
+                    pipe.close()
+
+    def _pump(self, process: subprocess.Popen[bytes], stdin: bytes, deadline: float
+              ) -> Generator[bytes, None, bytes]:
+        """Feed ``stdin`` and yield standard output until git closes it; the start of its standard error."""
+        assert process.stdout is not None
+        assert process.stderr is not None
+        stderr = bytearray()
+        with suppress(OSError):  # a pipe size is a wish (a per-user limit may refuse it)
+            fcntl.fcntl(process.stdout.fileno(), fcntl.F_SETPIPE_SZ, _CHUNK)
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            selector.register(process.stderr, selectors.EVENT_READ)
+            unsent = memoryview(stdin)
+            if process.stdin is not None:
+                os.set_blocking(process.stdin.fileno(), False)
+                selector.register(process.stdin, selectors.EVENT_WRITE)
+            while selector.get_map():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise self._timed_out()
+                for key, _events in selector.select(remaining):
+                    if key.fileobj is process.stdin:
+                        unsent = unsent[_write(key.fd, unsent):]
+                        if not unsent:
+                            selector.unregister(process.stdin)
+                            process.stdin.close()
+                        continue
+                    data = os.read(key.fd, _CHUNK)
+                    if not data:
+                        selector.unregister(key.fileobj)
+                    elif key.fileobj is process.stdout:
+                        yield data
+                    else:
+                        stderr += data[:_STDERR_KEPT - len(stderr)]
+        return bytes(stderr)
+
+    def _timed_out(self) -> ResearchUnavailable:
+        return ResearchUnavailable(f"The source did not answer within {self.timeout:g} seconds.",
+                                   timeout_seconds=self.timeout)
+
+    def _run(self, arguments: Sequence[str], *, stdin: bytes = b"", ok_codes: tuple[int, ...] = (0,)) -> bytes:
+        return b"".join(self._stream(arguments, stdin=stdin, ok_codes=ok_codes))
 
     def prefix(self) -> str:
         """The folder's place inside its repository's work tree: '' at the top, in a bare repository or outside."""
@@ -108,55 +228,172 @@ class GitRepository:
             entries.append(TreeEntry(mode, kind, blob, raw_path.decode("utf-8", "surrogateescape")))
         return tuple(entries)
 
-    def grep(self, commit: str, pattern: str, *, whole_word: bool, pathspec: str | None) -> list[GrepLine]:
-        """``git grep -F`` over the commit's blobs: binary files skipped, no text conversion."""
-        arguments = ["grep", "-z", "-n", "-I", "-F", "--no-textconv", "--no-recurse-submodules"]
-        if whole_word:
-            arguments.append("-w")
-        arguments += ["-e", pattern, commit, "--"]
+    def grep_counts(self, commit: str, pattern: str, *, whole_word: bool, pathspec: str | None
+                    ) -> Generator[tuple[str, int], None, None]:
+        """(path, matching lines) per file, in git's order, read while ``git grep -c`` writes them.
+        Close the iterator to stop git."""
+        arguments = [*_grep_options(whole_word), "-c", "-e", pattern, commit, "--"]
         if pathspec:
             arguments.append(pathspec)
-        output = self._run(arguments, ok_codes=(0, 1))
-        prefix = commit.encode("ascii") + b":"
-        lines = []
-        pending = b""
-        for record in output.split(b"\n"):
-            if b"\0" not in record:  # part of a name with a newline in it (or the end of the output)
-                pending += record + b"\n"
-                continue
-            name, line_number, text = (pending + record).split(b"\0", 2)
-            pending = b""
-            lines.append(GrepLine(name.removeprefix(prefix).decode("utf-8", "surrogateescape"), int(line_number), text))
-        return lines
+        with closing(self._stream(arguments, ok_codes=(0, 1))) as chunks:
+            yield from _grep_counts(chunks, commit.encode("ascii") + b":")
 
-    def blob(self, blob_id: str) -> bytes:
-        return self._run(["cat-file", "blob", blob_id])
+    def grep(self, commit: str, pattern: str, *, whole_word: bool, pathspec: str | None = None,
+             files: Sequence[str] | None = None) -> Generator[GrepRun, None, None]:
+        """Matching lines under ``pathspec`` (or the whole tree), or of exactly these ``files``, as runs
+        of lines read while ``git grep -n`` writes them. Close the iterator to stop git."""
+        batches = _batches(files) if files is not None else iter([[pathspec] if pathspec else []])
+        for batch in batches:  # no files, no batch: an empty list of files never means the whole tree
+            arguments = [*_grep_options(whole_word), "-n", "-e", pattern, commit, "--", *batch]
+            with closing(self._stream(arguments, ok_codes=(0, 1))) as chunks:
+                yield from _grep_runs(chunks, commit.encode("ascii") + b":")
 
-    def tree_index(self, commit: str) -> dict[str, TreeEntry]:
-        """The commit's tree entries by path (cached)."""
+    def blob_chunks(self, blob_id: str) -> Generator[bytes, None, None]:
+        """A blob's content as git writes it. Close the generator to stop git."""
+        return self._stream(["cat-file", "blob", blob_id])
+
+    def tree_index(self, commit: str) -> TreeIndex:
+        """The commit's tree, indexed (cached)."""
         return _cached_index(self, commit)
 
     def blob_sha256(self, blob_ids: Sequence[str]) -> dict[str, str]:
-        """SHA-256 of each blob's content: one ``git cat-file --batch`` for those not yet known
-        (a blob id names one content forever, so the answers are remembered)."""
+        """SHA-256 of each blob's content: one ``git cat-file --batch`` for those not yet known, hashed
+        as it streams (a blob id names one content forever, so the answers are remembered)."""
         missing = [blob for blob in dict.fromkeys(blob_ids) if blob not in self._sha256]
+        found: dict[str, str] = {}
         if missing:
-            output = self._run(["cat-file", "--batch"], stdin="".join(f"{blob}\n" for blob in missing).encode("ascii"))
-            position = 0
-            for blob in missing:
-                header_end = output.index(b"\n", position)
-                name, kind, size = output[position:header_end].decode("ascii").split(" ")
-                if name != blob or kind != "blob":
-                    raise ResearchUnavailable("The source repository answered out of order.")
-                start = header_end + 1
-                self._sha256[blob] = hashlib.sha256(output[start:start + int(size)]).hexdigest()
-                position = start + int(size) + 1
-            if len(self._sha256) > _SHA256_MEMORY:
-                self._sha256.clear()
-        return {blob: self._sha256[blob] for blob in blob_ids}
+            request = "".join(f"{blob}\n" for blob in missing).encode("ascii")
+            with closing(self._stream(["cat-file", "--batch"], stdin=request)) as chunks:
+                found = _batch_digests(chunks, missing)
+        digests = {blob: found.get(blob) or self._sha256[blob] for blob in blob_ids}
+        if len(self._sha256) + len(found) > _SHA256_MEMORY:
+            self._sha256.clear()
+        self._sha256.update(found)
+        return digests
 
 
 _SHA256_MEMORY = 200_000
+
+
+def _write(fd: int, data: memoryview) -> int:
+    """Bytes of ``data`` written to a non-blocking pipe (all of them when git stopped reading)."""
+    try:
+        return os.write(fd, data[:_CHUNK])
+    except BlockingIOError:
+        return 0
+    except BrokenPipeError:  # git stopped reading: what it says about that comes on stdout and stderr
+        return len(data)
+
+
+def _batches(paths: Sequence[str]) -> Iterator[list[str]]:
+    """The paths in order, in groups that fit a command line comfortably."""
+    batch: list[str] = []
+    size = 0
+    for path in paths:
+        cost = len(path.encode("utf-8", "surrogateescape")) + 1
+        if batch and size + cost > _ARGUMENT_BYTES:
+            yield batch
+            batch, size = [], 0
+        batch.append(path)
+        size += cost
+    if batch:
+        yield batch
+
+
+def _grep_options(whole_word: bool) -> list[str]:
+    """``git grep -F`` over a commit's blobs: binary files skipped, no text conversion, NUL after names."""
+    return ["grep", "-z", "-I", "-F", "--no-textconv", "--no-recurse-submodules", *(["-w"] if whole_word else [])]
+
+
+def _grep_counts(chunks: Iterator[bytes], name_prefix: bytes) -> Iterator[tuple[str, int]]:
+    """``name NUL count LF`` records of ``git grep -z -c``; a name may hold a newline."""
+    leftover = pending = b""
+    for chunk in chunks:
+        block = leftover + chunk
+        end = block.rfind(b"\n") + 1
+        leftover = block[end:]
+        for piece in block[:end].split(b"\n")[:-1]:
+            if b"\0" not in piece:  # a name with a newline in it: the record goes on
+                pending += piece + b"\n"
+                continue
+            raw_name, _, count = (pending + piece).partition(b"\0")
+            pending = b""
+            if not count.isdigit():
+                raise ResearchUnavailable("The source repository answered in a form that could not be read.")
+            yield _decode_name(raw_name, name_prefix), int(count)
+    if leftover or pending:
+        raise ResearchUnavailable("The source repository answered in a form that could not be read.")
+
+
+def _grep_runs(chunks: Iterator[bytes], name_prefix: bytes) -> Iterator[GrepRun]:
+    """Runs of ``git grep -z -n`` records from its output chunks. Records of a name holding a newline
+    come one at a time; everything else a run per file and chunk, found by one regular expression."""
+    leftover = pending = name = b""
+    path = ""
+    for chunk in chunks:
+        block = leftover + chunk if leftover else chunk
+        end = block.rfind(b"\n") + 1
+        leftover = block[end:]
+        position = 0
+        while position < end:
+            match = None if pending else _GREP_RUN.match(block, position, end)
+            if match is None:
+                stop = block.index(b"\n", position) + 1
+                piece, position = block[position:stop], stop
+                if b"\0" not in piece:  # a name with a newline in it: the record goes on
+                    pending += piece
+                    continue
+                raw_name, _, rest = (pending + piece).partition(b"\0")
+                pending = b""
+                yield GrepRun(_decode_name(raw_name, name_prefix), 1, rest, 0, len(rest), 0)
+                continue
+            if match.group(1) != name:
+                name = match.group(1)
+                path = _decode_name(name, name_prefix)
+            stop = match.end()
+            yield GrepRun(path, block.count(b"\n", position, stop), block, position, stop, len(name) + 1)
+            position = stop
+    if leftover or pending:
+        raise ResearchUnavailable("The source repository answered in a form that could not be read.")
+
+
+def _decode_name(raw: bytes, prefix: bytes) -> str:
+    return raw.removeprefix(prefix).decode("utf-8", "surrogateescape")
+
+
+def _batch_digests(chunks: Iterator[bytes], blobs: Sequence[str]) -> dict[str, str]:
+    """SHA-256 of each blob in ``git cat-file --batch`` output (``id blob size LF content LF``),
+    without holding a whole blob."""
+    digests: dict[str, str] = {}
+    wanted = iter(blobs)
+    header = b""
+    hasher: hashlib._Hash | None = None
+    blob, remaining = "", 0  # content bytes still to come, plus its closing newline
+    for chunk in chunks:
+        view, position = memoryview(chunk), 0
+        while position < len(chunk):
+            if hasher is None:
+                newline = chunk.find(b"\n", position)
+                if newline < 0:
+                    header += chunk[position:]
+                    break
+                fields = (header + chunk[position:newline]).decode("ascii", "replace").split(" ")
+                header, position = b"", newline + 1
+                blob = next(wanted, "")
+                if len(fields) != 3 or fields[0] != blob or fields[1] != "blob" or not fields[2].isdigit():
+                    raise ResearchUnavailable("The source repository answered out of order.")
+                hasher, remaining = hashlib.sha256(), int(fields[2]) + 1
+                continue
+            take = min(len(chunk) - position, remaining)
+            hasher.update(view[position:position + min(take, remaining - 1)])
+            position += take
+            remaining -= take
+            if remaining == 0:
+                digests[blob] = hasher.hexdigest()
+                hasher = None
+    if hasher is not None or header or len(digests) != len(blobs):
+        raise ResearchUnavailable("The source repository answered out of order.")
+    return digests
 
 
 @lru_cache(maxsize=64)
@@ -165,5 +402,5 @@ def _cached_tree(repository: GitRepository, commit: str) -> tuple[TreeEntry, ...
 
 
 @lru_cache(maxsize=64)
-def _cached_index(repository: GitRepository, commit: str) -> dict[str, TreeEntry]:
-    return {entry.path: entry for entry in repository.tree(commit)}
+def _cached_index(repository: GitRepository, commit: str) -> TreeIndex:
+    return TreeIndex.of(repository.tree(commit))

@@ -1,39 +1,41 @@
-"""Paths inside a pinned tree: relative, canonical, never outside it, never into git's metadata."""
+"""Paths inside a pinned tree: relative, never outside it, never into git's metadata.
+
+A path is looked up byte for byte in the tree, so whatever name the tree holds can be given back
+exactly as an answer showed it: decomposed (NFD) and composed (NFC) accents, fullwidth letters,
+tabs, newlines and bidirectional controls alike. Only what cannot name a file of the tree is
+refused before the lookup: traversal, absolute paths and git's own metadata.
+"""
 
 from __future__ import annotations
 
-import re
 import unicodedata
 
 from armarius.errors import InvalidInput
 
-_ENCODED = re.compile(r"%[0-9a-fA-F]{2}")
+#: Characters a reader cannot see or that move other text: shown escaped next to the real name.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def check_tree_path(path: str, *, field: str = "path", prefix: bool = False) -> str:
     """A relative path of the tree as written, or a refusal saying why.
 
-    Refused: absolute paths, backslashes, empty, '.' or '..' segments, '.git' anywhere, NUL and
-    other control or format characters, percent-encoding, and characters that Unicode
-    normalization would change (fullwidth dots and slashes and other look-alikes). A prefix may
-    end with one '/'.
+    Refused: empty, absolute, an empty, '.' or '..' segment, a '.git' segment in any case, NUL
+    (no git name holds one) and lone surrogates (not text). Anything else is a name to look up
+    literally; a name the tree does not hold is simply not found. A prefix may end with one '/'.
     """
     def refuse(reason: str) -> InvalidInput:
-        return InvalidInput(f"{field} {reason}. Give a path relative to the repository root, like 'src/app.py'.",
-                            field=field)
+        return InvalidInput(f"{field} {reason}. Give a path relative to the repository root as source.files "
+                            "lists it, like 'src/app.py'.", field=field)
 
     if prefix and path.endswith("/"):
         path = path[:-1]
     if not path:
         raise refuse("is empty")
-    if any(unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp") for char in path):
-        raise refuse("contains a control or invisible character")
-    if unicodedata.normalize("NFKC", path) != path:
-        raise refuse("contains look-alike characters that Unicode normalization would change")
-    if "\\" in path:
-        raise refuse("contains a backslash")
-    if _ENCODED.search(path):
-        raise refuse("is percent-encoded")
+    if "\0" in path:
+        raise refuse("contains a NUL character, which no file name holds")
+    if any(unicodedata.category(char) == "Cs" for char in path):
+        raise refuse("contains a lone surrogate, which is not text")
     if path.startswith("/"):
         raise refuse("is absolute")
     segments = path.split("/")
@@ -47,3 +49,41 @@ def check_tree_path(path: str, *, field: str = "path", prefix: bool = False) -> 
 def is_under(path: str, prefix: str | None) -> bool:
     """Component-wise: 'src' covers 'src' and 'src/…', not 'srcfoo'."""
     return prefix is None or path == prefix or path.startswith(prefix + "/")
+
+
+def shown_path(path: str) -> str:
+    """A tree name as JSON can carry it: bytes that are not UTF-8 (kept as surrogates) become U+FFFD."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return path
+
+
+def escaped_path(path: str) -> str | None:
+    """The name with its control, format (bidirectional, zero-width) and line-separator characters
+    written as escapes (``\\n``, ``\\t``, ``\\u202e``), or None when it has none."""
+    if not any(unicodedata.category(char) in _HIDDEN_CATEGORIES for char in path):
+        return None
+    return "".join(_escape(char) if unicodedata.category(char) in _HIDDEN_CATEGORIES else char for char in path)
+
+
+def _escape(char: str) -> str:
+    if char in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[char]
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def named(path: str) -> dict[str, str | bool]:
+    """How an answer names a tree path: ``path`` (give it back as is to read the file), with
+    ``path_not_utf8`` when the name's bytes are not UTF-8 and ``path_escaped`` when it holds
+    characters a reader could not see."""
+    shown = shown_path(path)
+    fields: dict[str, str | bool] = {"path": shown}
+    if shown != path:
+        fields["path_not_utf8"] = True
+    escaped = escaped_path(shown)
+    if escaped is not None:
+        fields["path_escaped"] = escaped
+    return fields

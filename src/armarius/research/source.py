@@ -4,18 +4,28 @@ Every answer says what it covered: ``next_offset`` when there is another page, `
 when the file limit cut the answer, ``truncated_lines`` when long lines were shortened, and
 ``complete`` only when nothing at all was cut. Search is lexical: a hit proves neither a
 definition, a registration nor an execution, and each search answer says so.
+
+A search reads git's output as git writes it and stops git once the page and ``COUNT_AHEAD`` hits
+after it are counted (``total_hits`` is then null and ``total_hits_at_least`` says how many were
+counted). An early page comes from one pass of ``git grep -n``; from ``ONE_PASS_OFFSET`` on, a
+search counts per file first (``git grep -c``) and then reads the page's files only, so a deep
+page costs a count, not a parse of every earlier hit. Memory holds one page whatever the number of
+hits. ``source.read`` streams its blob the same way.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
+from contextlib import closing
+from dataclasses import dataclass, field
 from typing import Any
 
-from armarius.errors import InvalidInput, NotFound
-from armarius.research.config import GitSource
-from armarius.research.git import BLOB_MODES, GITLINK_MODE, SYMLINK_MODE, GrepLine, TreeEntry
-from armarius.research.paths import check_tree_path, is_under
+from armarius.errors import InvalidInput, NotFound, ResearchUnavailable, echo
+from armarius.research.config import GitSource, SourceLimits
+from armarius.research.git import BLOB_MODES, GITLINK_MODE, SYMLINK_MODE, GrepLine, GrepRun, TreeEntry, TreeIndex
+from armarius.research.paths import check_tree_path, is_under, named, shown_path
 
 LEXICAL_NOTE = (
     "Lexical match only: a hit shows that the text occurs at this commit; it proves neither a definition, "
@@ -25,8 +35,19 @@ REGISTRATION_NOTE = (
     "Occurrences of the symbol as a whole word: starting points for checking where it is registered. "
     + LEXICAL_NOTE
 )
+SEARCH_ABSENCE = ("No occurrence at this commit within this predicate (a complete search): evidence of absence for "
+                  "this snapshot and pattern only.")
+FILES_ABSENCE = ("No path at this commit contains this substring (a complete listing): evidence of absence for this "
+                 "snapshot and substring only.")
+#: Hits counted after a page before git is stopped; past them the total is reported as a lower bound.
+COUNT_AHEAD = 10_000
+#: Below this offset a search reads git's matching lines once, skipping to the page as they come; from
+#: it on, counting per file first (``git grep -c``) is cheaper than reading every line before the page.
+ONE_PASS_OFFSET = 20_000
 _SYMBOL = re.compile(r"[^\W\d]\w*")
 _SCHEMA_SUFFIX = ".sql"
+#: git calls a blob binary when its first 8,000 bytes hold a NUL (and so do searches and reads).
+_BINARY_PROBE = 8000
 
 
 def _literal(value: str, field: str) -> str:
@@ -54,15 +75,6 @@ def _text(raw: bytes, limit: int) -> tuple[str, bool, bool]:
     return text, False, not_utf8
 
 
-def _named(path: str) -> dict[str, Any]:
-    """A tree path as JSON can carry it: a name that is not UTF-8 is shown with U+FFFD and flagged."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return {"path": path.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), "path_not_utf8": True}
-    return {"path": path}
-
-
 def _size(text: str) -> int:
     return len(text.encode("utf-8", "surrogateescape"))
 
@@ -71,32 +83,56 @@ def _origin(source: GitSource) -> dict[str, str]:
     return {"kind": "git", "source": source.name, "url": source.url, "commit": source.commit}
 
 
+def _page_bounds(arguments: dict[str, Any], most: int) -> tuple[int, int]:
+    return arguments.get("offset", 0), min(arguments.get("limit", most), most)
+
+
 def run(source: GitSource, arguments: dict[str, Any]) -> dict[str, Any]:
     kind = arguments["kind"]
     handler: Callable[[GitSource, dict[str, Any]], dict[str, Any]] = _HANDLERS[kind]
     return {"kind": kind, "origin": _origin(source), **handler(source, arguments)}
 
 
+# --- source.files ---------------------------------------------------------------------------------------------
+
+
 def _files(source: GitSource, arguments: dict[str, Any]) -> dict[str, Any]:
+    limits = source.limits
     substring = _literal(arguments["substring"], "substring")
-    offset, limit = arguments.get("offset", 0), min(arguments.get("limit", source.limits.max_files),
-                                                     source.limits.max_files)
-    matches = [entry for entry in source.repository.tree(source.commit) if substring in entry.path]
-    page = matches[offset:offset + limit]
-    more = offset + limit < len(matches)
-    files = [_file(entry) for entry in page]
-    return {
-        "files": files, "total": len(matches), "next_offset": offset + limit if more else None,
-        "complete": not more and offset == 0,
+    offset, limit = _page_bounds(arguments, limits.max_files)
+    matches = [entry for entry in source.repository.tree(source.commit) if substring in shown_path(entry.path)]
+    files: list[dict[str, Any]] = []
+    size = 0
+    for entry in matches[offset:offset + limit]:
+        listed = _file(entry)
+        cost = _size(str(listed["path"]))
+        if files and size + cost > limits.max_bytes:  # a page holds at least one entry, so paging moves on
+            break
+        size += cost
+        files.append(listed)
+    digests = source.repository.blob_sha256([listed["blob"] for listed in files if "blob" in listed])
+    for listed in files:
+        if "blob" in listed:
+            listed["blob_sha256"] = digests[listed["blob"]]
+    more = offset + len(files) < len(matches)
+    answer: dict[str, Any] = {
+        "files": files, "total": len(matches), "next_offset": offset + len(files) if more else None,
+        "bytes": size, "complete": not more and offset == 0,
     }
+    if not matches and answer["complete"]:
+        answer["absence"] = FILES_ABSENCE
+    return answer
 
 
 def _file(entry: TreeEntry) -> dict[str, Any]:
     if entry.mode == SYMLINK_MODE:
-        return {**_named(entry.path), "skipped": "symlink: not a readable source file"}
+        return {**named(entry.path), "skipped": "symlink: not a readable source file"}
     if entry.mode == GITLINK_MODE:
-        return {**_named(entry.path), "skipped": "submodule: not a readable source file"}
-    return {**_named(entry.path), "blob": entry.blob}
+        return {**named(entry.path), "skipped": "submodule: not a readable source file"}
+    return {**named(entry.path), "blob": entry.blob}
+
+
+# --- source.search, source.symbol, source.registration, source.schema -----------------------------------------
 
 
 def _search(source: GitSource, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -118,111 +154,297 @@ def _schema(source: GitSource, arguments: dict[str, Any]) -> dict[str, Any]:
                  accept=lambda path: path.lower().endswith(_SCHEMA_SUFFIX))
 
 
+@dataclass(frozen=True)
+class _Slice:
+    """Lines ``first`` to ``stop`` (exclusive, counted within the file) of one file belong to the page."""
+
+    path: str
+    first: int
+    stop: int
+
+
+@dataclass
+class _Page:
+    """The hits of one page, in git's order, until the byte limit cuts it (``cut``); files past the
+    file limit are ``omitted``."""
+
+    limits: SourceLimits
+    tree: TreeIndex
+    hits: list[dict[str, Any]] = field(default_factory=list)
+    files: set[str] = field(default_factory=set)
+    omitted: set[str] = field(default_factory=set)
+    truncated: int = 0
+    size: int = 0
+    cut: bool = False
+
+    def take(self, run: GrepRun, first: int, stop: int, *, counted: int = 0) -> bool:
+        """Lines ``first`` to ``stop`` of the run's file (whose lines before this run number
+        ``counted``); False once the page is full."""
+        if self.cut:
+            return False
+        if run.path not in self.files and len(self.files) >= self.limits.max_files:
+            self.omitted.add(run.path)
+            return True
+        for index, line in enumerate(run.lines(), start=counted):
+            if index >= stop:
+                break
+            if index >= first and not self._add(line):
+                return False
+        return True
+
+    def _add(self, line: GrepLine) -> bool:
+        text, cut, not_utf8 = _text(line.text, self.limits.max_line_length)
+        names = named(line.path)
+        cost = _size(text) + _size(str(names["path"]))
+        if self.hits and self.size + cost > self.limits.max_bytes:  # a page holds at least one hit
+            self.cut = True
+            return False
+        hit: dict[str, Any] = {**names, "line": line.line, "text": text, "blob": self.tree.entries[line.path].blob}
+        if cut:
+            hit["truncated"] = True
+            self.truncated += 1
+        if not_utf8:
+            hit["not_utf8"] = True
+        self.files.add(line.path)
+        self.size += cost
+        self.hits.append(hit)
+        return True
+
+
+@dataclass
+class _Search:
+    """One search's request and what it found so far: the page and the hits counted (``seen``)."""
+
+    source: GitSource
+    pattern: str
+    whole_word: bool
+    prefix: str | None
+    accept: Callable[[str], bool]
+    offset: int
+    page_end: int
+    page: _Page
+    seen: int = 0
+    finished: bool = True
+
+    def searchable(self, path: str) -> bool:
+        # git grep over a tree searches regular files only; keep it that way whatever git does next.
+        entry = self.page.tree.entries.get(path)
+        return entry is not None and entry.mode in BLOB_MODES and self.accept(path) and is_under(path, self.prefix)
+
+    def counted(self, count: int) -> bool:
+        """Count a file's hits; False once enough are known (there is a next page, and at least this many)."""
+        self.seen += count
+        if self.seen > self.page_end + COUNT_AHEAD:
+            self.finished = False
+        return self.finished
+
+    def in_one_pass(self) -> None:
+        """``git grep -n`` over the tree: the page taken while counting. Cheap while the offset is small."""
+        repository, last_path, wanted = self.source.repository, None, False
+        runs = repository.grep(self.source.commit, self.pattern, whole_word=self.whole_word, pathspec=self.prefix)
+        with closing(runs):
+            for run in runs:
+                if run.path != last_path:
+                    last_path, wanted, before = run.path, self.searchable(run.path), self.seen
+                if not wanted:
+                    continue
+                if self.seen < self.page_end and self.seen + run.count > self.offset:
+                    self.page.take(run, self.offset - before, self.page_end - before, counted=self.seen - before)
+                if not self.counted(run.count):
+                    return
+
+    def in_two_passes(self) -> None:
+        """``git grep -c`` to count up to the page and past it, then ``git grep -n`` of the page's files."""
+        repository, window = self.source.repository, []
+        counts = repository.grep_counts(self.source.commit, self.pattern, whole_word=self.whole_word,
+                                        pathspec=self.prefix)
+        with closing(counts):
+            for path, count in counts:
+                if not self.searchable(path):
+                    continue
+                if self.seen < self.page_end and self.seen + count > self.offset:
+                    window.append(_Slice(path, max(self.offset - self.seen, 0), min(self.page_end - self.seen, count)))
+                if not self.counted(count):
+                    break
+        shown = window[:self.page.limits.max_files]
+        self.page.omitted.update(piece.path for piece in window[len(shown):])
+        if shown:
+            self._fill(shown)
+
+    def _fill(self, window: list[_Slice]) -> None:
+        wanted = {piece.path: piece for piece in window}
+        done: dict[str, int] = dict.fromkeys(wanted, 0)  # lines of each file read so far
+        runs = self.source.repository.grep(self.source.commit, self.pattern, whole_word=self.whole_word,
+                                           files=list(wanted))
+        with closing(runs):
+            for run in runs:
+                piece = wanted.get(run.path)
+                if piece is None:
+                    continue
+                if not self.page.take(run, piece.first, piece.stop, counted=done[run.path]):
+                    return
+                done[run.path] += run.count
+                if piece is window[-1] and done[run.path] >= piece.stop:
+                    break  # the page is whole: git may stop
+        if any(done[path] < piece.stop for path, piece in wanted.items()):
+            raise ResearchUnavailable("The source repository answered two searches of the same commit differently; "
+                                      "try again, and tell the operator if it persists.")
+
+
 def _grep(source: GitSource, arguments: dict[str, Any], pattern: str, *, whole_word: bool, note: str,
           accept: Callable[[str], bool] = lambda _path: True) -> dict[str, Any]:
-    limits = source.limits
     prefix = arguments.get("path_prefix")
     if prefix is not None:
         prefix = check_tree_path(prefix, field="path_prefix", prefix=True)
-    entries = source.repository.tree_index(source.commit)
-    lines = [line for line in source.repository.grep(source.commit, pattern, whole_word=whole_word, pathspec=prefix)
-             if accept(line.path) and is_under(line.path, prefix)]
-    # git grep over a tree searches regular files only; keep it that way whatever git does next.
-    lines = [line for line in lines if entries[line.path].mode in BLOB_MODES]
-    offset = arguments.get("offset", 0)
-    limit = min(arguments.get("limit", limits.max_hits), limits.max_hits)
-    page = lines[offset:offset + limit]
-    more_hits = offset + limit < len(lines)
-    hits, files, truncated, size, omitted = _hits(source, page, entries)
+    offset, limit = _page_bounds(arguments, source.limits.max_hits)
+    page = _Page(source.limits, source.repository.tree_index(source.commit))
+    search = _Search(source, pattern, whole_word, prefix, accept, offset, offset + limit, page)
+    if offset < ONE_PASS_OFFSET:
+        search.in_one_pass()
+    else:
+        search.in_two_passes()
+    hits, seen = page.hits, search.seen
     digests = source.repository.blob_sha256([hit["blob"] for hit in hits])
     for hit in hits:
         hit["blob_sha256"] = digests[hit["blob"]]
-    next_offset = offset + len(hits) if (more_hits or len(hits) < len(page)) else None
+    more = seen > offset + limit or page.cut or bool(page.omitted)
+    next_offset = offset + len(hits) if more else None
     result: dict[str, Any] = {
-        "pattern": pattern, "whole_word": whole_word, "path_prefix": prefix, "hits": hits, "files": len(files),
-        "total_hits": len(lines), "next_offset": next_offset, "omitted_files": omitted,
-        "truncated_lines": truncated, "bytes": size,
-        "complete": next_offset is None and offset == 0 and not omitted and not truncated,
+        "pattern": pattern, "whole_word": whole_word, "path_prefix": prefix, "hits": hits, "files": len(page.files),
+        "total_hits": seen if search.finished else None, "next_offset": next_offset,
+        "omitted_files": 0 if page.cut else len(page.omitted), "truncated_lines": page.truncated, "bytes": page.size,
+        "complete": next_offset is None and offset == 0 and not page.truncated,
         "note": note,
     }
-    if not lines and result["complete"]:
-        result["absence"] = ("No occurrence at this commit within this predicate (a complete search): evidence of "
-                             "absence for this snapshot and pattern only.")
+    if not search.finished:
+        result["total_hits_at_least"] = seen
+    if seen == 0 and result["complete"]:
+        result["absence"] = SEARCH_ABSENCE
     return result
 
 
-def _hits(source: GitSource, page: list[GrepLine], entries: dict[str, TreeEntry]
-          ) -> tuple[list[dict[str, Any]], set[str], int, int, int]:
-    limits = source.limits
-    hits: list[dict[str, Any]] = []
-    files: set[str] = set()
-    omitted: set[str] = set()
-    truncated = size = 0
-    for line in page:
-        if line.path not in files and len(files) >= limits.max_files:
-            omitted.add(line.path)
-            continue
-        text, cut, not_utf8 = _text(line.text, limits.max_line_length)
-        cost = _size(text) + _size(line.path)
-        if hits and size + cost > limits.max_bytes:  # a page holds at least one hit, so paging moves on
-            break
-        entry = entries[line.path]
-        hit: dict[str, Any] = {**_named(line.path), "line": line.line, "text": text, "blob": entry.blob}
-        if cut:
-            hit["truncated"] = True
-            truncated += 1
-        if not_utf8:
-            hit["not_utf8"] = True
-        files.add(line.path)
-        size += cost
-        hits.append(hit)
-    return hits, files, truncated, size, len(omitted)
+# --- source.read ----------------------------------------------------------------------------------------------
 
 
 def _read(source: GitSource, arguments: dict[str, Any]) -> dict[str, Any]:
-    limits = source.limits
     path = check_tree_path(arguments["path"])
     start, end = arguments["start_line"], arguments["end_line"]
     if end < start:
         raise InvalidInput("end_line is before start_line.", field="end_line")
-    entry = source.repository.tree_index(source.commit).get(path)
+    tree = source.repository.tree_index(source.commit)
+    entry = tree.find(path)
     if entry is None:
-        raise NotFound(f"There is no file {path!r} at the pinned commit; find paths with source.files.", path=path)
+        raise _missing(tree, path)
     if entry.mode not in BLOB_MODES:
-        raise InvalidInput(f"{path!r} is a {'symlink' if entry.mode == SYMLINK_MODE else 'submodule'}, "
+        raise InvalidInput(f"{echo(path)} is a {'symlink' if entry.mode == SYMLINK_MODE else 'submodule'}, "
                            "not a readable source file.", field="path")
-    content = source.repository.blob(entry.blob)
-    if b"\0" in content[:8000]:
-        raise InvalidInput(f"{path!r} is a binary file.", field="path")
-    all_lines = content.split(b"\n")  # lines as git counts them: a lone CR does not end one
-    if all_lines[-1] == b"":
-        all_lines.pop()
-    if start > max(len(all_lines), 1):
-        raise InvalidInput(f"{path!r} has {len(all_lines)} lines.", field="start_line", total_lines=len(all_lines))
-    wanted_last = min(end, len(all_lines))
-    last = min(wanted_last, start + limits.max_read_lines - 1)
-    lines: list[dict[str, Any]] = []
-    truncated = size = 0
-    for number in range(start, last + 1):
-        text, cut, not_utf8 = _text(all_lines[number - 1], limits.max_line_length)
-        if lines and size + _size(text) > limits.max_bytes:  # at least one line, so reading moves on
-            last = number - 1
-            break
-        line: dict[str, Any] = {"line": number, "text": text}
+    reader = _LineReader(source.limits, start, min(end, start + source.limits.max_read_lines - 1))
+    with closing(source.repository.blob_chunks(entry.blob)) as chunks:
+        for chunk in chunks:
+            reader.feed(chunk)
+            if reader.binary():
+                raise InvalidInput(f"{echo(path)} is a binary file.", field="path")
+    total = reader.finish()
+    if reader.binary(at_end=True):
+        raise InvalidInput(f"{echo(path)} is a binary file.", field="path")
+    if start > max(total, 1):
+        raise InvalidInput(f"{echo(path)} has {total} lines.", field="start_line", total_lines=total)
+    last = start + len(reader.lines) - 1
+    clipped = last < min(end, total)
+    return {
+        **named(entry.path), "blob": entry.blob, "blob_sha256": reader.sha256.hexdigest(),
+        "start_line": start, "end_line": last, "total_lines": total, "lines": reader.lines,
+        "next_start_line": last + 1 if clipped else None, "truncated_lines": reader.truncated, "bytes": reader.size,
+        "complete": not clipped and not reader.truncated,
+    }
+
+
+class _LineReader:
+    """Lines ``start`` to ``stop`` of a blob that arrives in chunks, as git counts lines (a lone CR
+    does not end one). Every line is counted and the blob hashed; only the wanted lines are kept, until
+    the byte limit fills the answer (``full``). Memory: the kept lines and the longest one of them."""
+
+    def __init__(self, limits: SourceLimits, start: int, stop: int) -> None:
+        self.limits, self.start, self.stop = limits, start, stop
+        self.lines: list[dict[str, Any]] = []
+        self.truncated = self.size = self.number = 0  # number: the lines ended so far
+        self.full = False
+        self.sha256 = hashlib.sha256()
+        self._head = b""  # the first bytes, where git looks for a NUL to call a file binary
+        self._partial = b""  # the start of a wanted line whose end has not come yet
+        self._open = False  # the bytes so far end inside a line
+
+    def _wanted(self) -> bool:
+        return self.start <= self.number + 1 <= self.stop and not self.full
+
+    def binary(self, *, at_end: bool = False) -> bool:
+        return (at_end or len(self._head) >= _BINARY_PROBE) and b"\0" in self._head
+
+    def feed(self, chunk: bytes) -> None:
+        self.sha256.update(chunk)
+        self._head += chunk[:_BINARY_PROBE - len(self._head)]
+        if chunk:
+            self._open = not chunk.endswith(b"\n")
+        position = 0
+        while position < len(chunk):
+            if self.number + 1 < self.start:  # before the range: step over whole lines
+                newlines = chunk.count(b"\n", position)
+                if self.number + newlines < self.start - 1:
+                    self.number += newlines
+                    return
+                while self.number + 1 < self.start:
+                    position = chunk.index(b"\n", position) + 1
+                    self.number += 1
+                continue
+            if not self._wanted():  # past the range, or the answer is full: count only
+                self.number += chunk.count(b"\n", position)
+                return
+            newline = chunk.find(b"\n", position)
+            if newline < 0:
+                self._partial += chunk[position:]
+                return
+            self._take(self._partial + chunk[position:newline])
+            self._partial = b""
+            self.number += 1
+            position = newline + 1
+
+    def finish(self) -> int:
+        """The number of lines (a last line without a newline counts)."""
+        if self._open:
+            if self._wanted():
+                self._take(self._partial)
+            self.number += 1
+        return self.number
+
+    def _take(self, raw: bytes) -> None:
+        text, cut, not_utf8 = _text(raw, self.limits.max_line_length)
+        if self.lines and self.size + _size(text) > self.limits.max_bytes:  # at least one line, so reading moves on
+            self.full = True
+            return
+        line: dict[str, Any] = {"line": self.number + 1, "text": text}
         if cut:
             line["truncated"] = True
-            truncated += 1
+            self.truncated += 1
         if not_utf8:
             line["not_utf8"] = True
-        size += _size(text)
-        lines.append(line)
-    clipped = last < wanted_last
-    return {
-        "path": path, "blob": entry.blob, "blob_sha256": source.repository.blob_sha256([entry.blob])[entry.blob],
-        "start_line": start, "end_line": last, "total_lines": len(all_lines), "lines": lines,
-        "next_start_line": last + 1 if clipped else None,
-        "truncated_lines": truncated, "complete": not clipped and not truncated,
-    }
+        self.size += _size(text)
+        self.lines.append(line)
+
+
+def _missing(tree: TreeIndex, path: str) -> InvalidInput | NotFound:
+    """Why no file has this name: a folder, a path inside a submodule or symlink, or no such name."""
+    shown = echo(path)
+    if path in tree.folders:
+        return InvalidInput(f"{shown} is a folder at the pinned commit, not a file. List its files with source.files "
+                            f"(substring {echo(path + '/')}) or search in it with path_prefix {shown}.",
+                            field="path", folder=True)
+    for slash in range(len(path)):
+        if path[slash] == "/" and (outer := tree.entries.get(path[:slash])) is not None:
+            what = "symlink" if outer.mode == SYMLINK_MODE else "submodule" if outer.mode == GITLINK_MODE else "file"
+            return NotFound(f"There is no file {shown} at the pinned commit: {echo(path[:slash])} is a {what}, and "
+                            "nothing inside it is part of this tree.", path=path)
+    return NotFound(f"There is no file {shown} at the pinned commit. Names are matched byte for byte (case and "
+                    "Unicode normalization count): copy the path from source.files or a search hit.", path=path)
 
 
 _HANDLERS: dict[str, Callable[[GitSource, dict[str, Any]], dict[str, Any]]] = {

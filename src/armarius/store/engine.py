@@ -163,8 +163,10 @@ def _sqlite_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> Row:
 class SqliteDatabase(Database):
     dialect: Dialect = "sqlite"
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path, *, synchronous: str = "normal") -> None:
+        if synchronous not in ("normal", "full"):
+            raise ValueError(f"synchronous must be normal or full, not {synchronous!r}")
+        self.path, self.synchronous = path, synchronous
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -177,7 +179,7 @@ class SqliteDatabase(Database):
         connection.row_factory = _sqlite_row
         connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
         enable_wal(connection, SQLITE_BUSY_TIMEOUT_MS / 1000)
-        connection.execute("PRAGMA synchronous = NORMAL")
+        connection.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
         connection.execute("PRAGMA foreign_keys = ON")
         return connection
 
@@ -253,7 +255,7 @@ class PostgresDatabase(Database):
         self._pool.close()
 
 
-def open_database(database_url: str | None, sqlite_path: Path) -> Database:
+def open_database(database_url: str | None, sqlite_path: Path, *, sqlite_synchronous: str = "normal") -> Database:
     if database_url is None:
-        return SqliteDatabase(sqlite_path)
+        return SqliteDatabase(sqlite_path, synchronous=sqlite_synchronous)
     return PostgresDatabase(database_url)

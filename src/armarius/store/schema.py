@@ -48,31 +48,37 @@ def latest_version(dialect: str) -> int:
     return migrations(dialect)[-1].version
 
 
-def current_version(database: Database) -> int:
+def applied_versions(database: Database) -> set[int]:
     with database.transaction() as tx:
         if tx.dialect == "sqlite":
             exists = tx.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
         else:
             exists = tx.scalar("SELECT to_regclass('schema_migrations') IS NOT NULL AS present")
         if not exists:
-            return 0
-        return int(tx.scalar("SELECT coalesce(max(version), 0) AS version FROM schema_migrations"))
+            return set()
+        return {int(row["version"]) for row in tx.all("SELECT version FROM schema_migrations")}
+
+
+def current_version(database: Database) -> int:
+    return max(applied_versions(database), default=0)
 
 
 def check_schema(database: Database) -> None:
-    """Refuse to serve on a schema that is older (or newer) than this code."""
-    have, want = current_version(database), latest_version(database.dialect)
-    if have < want:
-        raise SchemaOutdated(
-            f"The database schema is at version {have}, this Armarius needs {want}. "
-            "Run `armarius init` (with the same data folder and database settings) to migrate it.",
-            current=have, required=want,
-        )
+    """Refuse to serve on a schema that is older (or newer) than this code, or has a gap."""
+    applied = applied_versions(database)
+    have, want = max(applied, default=0), latest_version(database.dialect)
+    missing = sorted({migration.version for migration in migrations(database.dialect)} - applied)
     if have > want:
         raise SchemaOutdated(
             f"The database schema is at version {have}, newer than this Armarius ({want}). "
             "Upgrade Armarius before serving this database.",
             current=have, required=want,
+        )
+    if missing:
+        raise SchemaOutdated(
+            f"The database schema lacks migration {', '.join(map(str, missing))}; this Armarius needs all up to "
+            f"{want}. Run `armarius init` (with the same data folder and database settings) to migrate it.",
+            current=have, required=want, missing=missing,
         )
 
 

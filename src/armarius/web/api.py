@@ -49,6 +49,14 @@ def api_routes(app: Armarius) -> list[Route]:
     async def openapi(_request: Request) -> JSONResponse:
         return JSONResponse(openapi_document())
 
+    async def index(_request: Request) -> JSONResponse:
+        return JSONResponse({
+            "openapi": "/api/openapi.json",
+            "authentication": "Authorization: Bearer <agent token>",
+            "routes": [{"method": route.method, "path": route.path, "summary": route.summary} for route in API_ROUTES],
+        })
+
+    routes.append(Route("/api", index, methods=["GET"]))
     routes.append(Route("/api/openapi.json", openapi, methods=["GET"]))
     return routes
 
@@ -65,6 +73,8 @@ def openapi_document() -> dict[str, Any]:
                 "401": {"description": "No valid token", "content": {"application/json": {"schema": error}}},
             },
         }
+    paths["/api"] = {"get": {"summary": "This API's routes and where its OpenAPI document is.",
+                             "responses": {"200": {"description": "OK"}}}}
     paths["/healthz"] = {"get": {"summary": "Liveness and database reachability.",
                                  "responses": {"200": {"description": "OK"}, "503": {"description": "Down"}}}}
     return {

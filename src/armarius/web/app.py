@@ -12,7 +12,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -26,6 +26,34 @@ from armarius.web.auth import actor_from_scope, authenticate
 
 logger = logging.getLogger("armarius.web")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+#: What a client that hangs up mid-request raises inside the server; not a server failure.
+_DISCONNECTS: tuple[type[BaseException], ...] = (
+    ClientDisconnect, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, ConnectionError,
+)
+
+
+class ClientDisconnectFilter(logging.Filter):
+    """Turns the SDK's ERROR-with-traceback for a client that hung up into one brief INFO line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is None or not _is_disconnect(error):
+            return True
+        logger.info("an MCP client disconnected during a request (%s)", record.getMessage())
+        return False
+
+
+def _is_disconnect(error: BaseException) -> bool:
+    if isinstance(error, BaseExceptionGroup):
+        return all(_is_disconnect(inner) for inner in error.exceptions)
+    return isinstance(error, _DISCONNECTS)
+
+
+def _quiet_client_disconnects() -> None:
+    sdk_logger = logging.getLogger("mcp.server.streamable_http")
+    if not any(isinstance(existing, ClientDisconnectFilter) for existing in sdk_logger.filters):
+        sdk_logger.addFilter(ClientDisconnectFilter())
 
 
 def error_response(error: ArmariusError) -> JSONResponse:
@@ -54,6 +82,7 @@ async def _actor_of_request(ctx: ServerRequestContext[Any]) -> Actor:
 
 
 def create_web_app(app: Armarius) -> Starlette:
+    _quiet_client_disconnects()
     host = app.settings.host
     security = (
         TransportSecuritySettings(

@@ -1,0 +1,95 @@
+"""``armarius audit verify``: every chain in the tables, against the workspaces and the anchors.
+
+Four kinds of finding, each reported on its own: broken links and bad MACs (per chain, from
+:func:`armarius.audit.chain.walk_chain`), chains whose workspace does not exist, and anchors
+(heads recorded outside the database) that are no longer on their chain.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from armarius.audit.anchors import Anchor
+from armarius.audit.chain import (
+    ANCHOR_NOT_FOUND,
+    BROKEN_LINK,
+    SYSTEM_CHAIN,
+    UNKNOWN_WORKSPACE,
+    ChainBreak,
+    ChainWalk,
+    chain_ids,
+    stored_hashes,
+    walk_chain,
+)
+from armarius.store import Database
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    chains: int
+    events_checked: int
+    #: Events written before the log was authenticated, each before its chain's seal.
+    legacy_events: int
+    anchors_checked: int
+    problems: tuple[ChainBreak, ...]
+
+    @property
+    def intact(self) -> bool:
+        return not self.problems
+
+    def of_kind(self, kind: str) -> list[ChainBreak]:
+        return [problem for problem in self.problems if problem.kind == kind]
+
+
+def verify_log(
+    database: Database, *, known_workspaces: Collection[int] | None = None, anchors: Sequence[Anchor] = ()
+) -> AuditReport:
+    """Walk every chain in the tables, every known workspace's and every anchored one.
+
+    With ``known_workspaces``, a chain of any other workspace (the system chain aside) is a
+    finding, and so is an empty system chain while workspaces exist: creating a workspace writes
+    to the system chain, so only a wipe empties it.
+    """
+    anchored: dict[int, dict[int, list[Anchor]]] = defaultdict(lambda: defaultdict(list))
+    for anchor in anchors:
+        anchored[anchor.chain][anchor.seq].append(anchor)
+    present = set(chain_ids(database))
+    known = set(known_workspaces or ())
+    problems: list[ChainBreak] = []
+    events = legacy = 0
+    chains = sorted(present | known | set(anchored) | {SYSTEM_CHAIN})
+    for chain in chains:
+        walk = walk_chain(database, chain, wanted=anchored.get(chain, {}).keys())
+        events, legacy = events + walk.checked, legacy + walk.legacy
+        problems += walk.problems
+        if known_workspaces is not None and chain not in known and chain != SYSTEM_CHAIN and chain in present:
+            problems.append(ChainBreak(chain, 0, f"chain {chain} belongs to no workspace ({walk.last_seq} events "
+                                                 "verified): it was written outside Armarius", UNKNOWN_WORKSPACE))
+        if chain == SYSTEM_CHAIN and known and walk.last_seq == 0 and not walk.problems:
+            problems.append(ChainBreak(chain, 1, f"the system chain is empty although {len(known)} workspaces "
+                                                 "exist: its events were removed (the log was wiped)", BROKEN_LINK))
+        if chain in anchored:
+            problems += _anchor_problems(database, walk, anchored[chain])
+    return AuditReport(len(chains), events, legacy, len(anchors), tuple(problems))
+
+
+def _anchor_problems(database: Database, walk: ChainWalk, anchored: dict[int, list[Anchor]]) -> list[ChainBreak]:
+    # Events past a broken link were not walked: look their hashes up directly.
+    unseen = [seq for seq in anchored if seq not in walk.seen]
+    found = {**walk.seen, **stored_hashes(database, walk.chain, unseen)} if unseen else walk.seen
+    problems = []
+    for seq, group in sorted(anchored.items()):
+        for anchor in group:
+            recorded = f"the head {anchor} recorded at {anchor.anchored_at or 'an unknown time'} ({anchor.source})"
+            if seq not in found:
+                problem = (f"{recorded} is gone: event {seq} no longer exists; events were removed (the chain "
+                           "was truncated, or the log was wiped)")
+            elif found[seq] != anchor.hash:
+                problem = f"{recorded} no longer matches event {seq}: the chain was rewritten"
+            else:
+                continue
+            problems.append(ChainBreak(walk.chain, seq, problem, ANCHOR_NOT_FOUND))
+    return problems
+

@@ -1,0 +1,118 @@
+"""Where a proposal stands, and the one next step every drafts answer and refusal names.
+
+A proposal's state is derived from its stored decision and its latest approval, at the moment of
+asking: an approval past its lifetime is ``expired`` whether or not anything has marked it yet.
+Every answer of ``proposal_status`` and every ``create_draft`` refusal carries ``next_step``, a
+stable word for the step that works from there (the message says the same in words).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from armarius.errors import ApprovalExpired, ApprovalUsed, Conflict, DraftExists
+from armarius.store import Row
+
+#: Wait: no human has decided yet; ask proposal_status again later.
+WAIT = "wait_for_human"
+#: Call proposal_status with the collection key: a live approval is waiting to be handed over.
+COLLECT = "collect_approval"
+#: Call create_draft with the approval just handed over, the exact content and a new operation id.
+CREATE = "create_draft"
+#: The approval is dead unused: a human must approve the proposal (or the content) again.
+ASK_AGAIN = "ask_human_to_approve_again"
+#: File the content as a new proposal (changed content, another slug, after a rejection).
+PROPOSE = "propose_draft"
+#: Repeat with a new operation id (the one given was used for other content).
+NEW_OPERATION = "new_operation_id"
+#: Nothing is left to do: the draft was created with this approval.
+NOTHING = "none"
+
+NEXT_STEPS = (WAIT, COLLECT, CREATE, ASK_AGAIN, PROPOSE, NEW_OPERATION, NOTHING)
+
+
+class ProposalState(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    EXPIRED = "expired"
+    DRAFTED = "drafted"
+    REJECTED = "rejected"
+
+
+def proposal_state(stored_status: str, approval_outcome: str | None, expires_at: str | None,
+                   now: datetime) -> ProposalState:
+    """pending and rejected as stored; an approved proposal by its latest approval: live (approved),
+    used (drafted), or dead unused (expired: its lifetime passed; a human may approve again)."""
+    if stored_status != "approved" or approval_outcome is None:
+        return ProposalState(stored_status)
+    if approval_outcome == "consumed":
+        return ProposalState.DRAFTED
+    if approval_outcome == "issued" and expires_at is not None and datetime.fromisoformat(expires_at) > now:
+        return ProposalState.APPROVED
+    return ProposalState.EXPIRED
+
+
+# What each refusal and answer says ------------------------------------------------------------
+
+MISSING = ("No usable approval was given. A human must approve exactly this content first: file it with "
+           "propose_draft and collect the approval with proposal_status (if you filed it already, call "
+           "proposal_status with your collection_key).")
+
+
+def draft_exists(slug: str) -> DraftExists:
+    return DraftExists(
+        f"A draft {slug!r} exists already; drafts are never overwritten. An approval is bound to its slug, so this "
+        "one cannot write another slug: file the content under a new slug as a new proposal (propose_draft) and "
+        "use the approval a human gives for that.", slug=slug, next_step=PROPOSE)
+
+
+def check_live(row: Row, now: datetime) -> None:
+    """Refuse an approval that is used, superseded or past its lifetime, saying what works instead."""
+    proposal = row["proposal_id"]
+    if row["outcome"] == "consumed":
+        raise ApprovalUsed(
+            f"This approval was used already: it created the draft {row['slug']!r}. Each approval creates one draft. "
+            "If that was your earlier call, the draft is written and nothing is left to do (repeat that call with "
+            "its operation id to see its answer); for other content, file a new proposal with propose_draft.",
+            approval=row["id"], slug=row["slug"], next_step=NOTHING)
+    if row["outcome"] == "superseded":
+        raise ApprovalExpired(
+            f"A human approved proposal {proposal} again, which replaced this approval: it no longer works. Call "
+            f"proposal_status for proposal {proposal} with your collection_key to receive the new approval.",
+            approval=row["id"], proposal=proposal, reason="superseded", next_step=COLLECT)
+    if row["outcome"] == "expired" or datetime.fromisoformat(row["expires_at"]) <= now:
+        again = (f"Ask a human to approve proposal {proposal} again (armarius approve --proposal {proposal}), then "
+                 f"call proposal_status with your collection_key to receive the new approval." if proposal else
+                 "Ask the human for a new approval of exactly this content.")
+        raise ApprovalExpired(f"This approval expired at {row['expires_at']} without being used. {again}",
+                              approval=row["id"], proposal=proposal, expired_at=row["expires_at"],
+                              reason="expired", next_step=ASK_AGAIN)
+
+
+def check_approvable(row: Row, previous: Row | None) -> None:
+    proposal_id = row["id"]
+    if row["status"] == "rejected":
+        raise Conflict(f"Proposal {proposal_id} was rejected; it cannot be approved. Changed content comes as a new "
+                       "proposal.", proposal=proposal_id, status="rejected")
+    if previous is not None and previous["outcome"] == "consumed":
+        raise Conflict(f"Proposal {proposal_id}'s approval was used: the draft {row['slug']!r} exists. There is "
+                       "nothing left to approve.", proposal=proposal_id, status=ProposalState.DRAFTED.value)
+
+
+def status_instruction(state: ProposalState, row: Row) -> dict[str, Any]:
+    proposal_id = row["id"]
+    if state is ProposalState.PENDING:
+        return {"next_step": WAIT, "instruction": "Waiting for a human to review it. Call proposal_status later."}
+    if state is ProposalState.REJECTED:
+        return {"note": row["decision_note"], "next_step": PROPOSE, "instruction": (
+            "A human rejected this proposal (see note). Do not create the draft; reformulate it and file it as a "
+            "new proposal with propose_draft.")}
+    if state is ProposalState.DRAFTED:
+        return {"next_step": NOTHING, "instruction": (
+            f"The approval was used: the draft {row['slug']!r} exists. Nothing is left to do for this proposal.")}
+    return {"next_step": ASK_AGAIN, "instruction": (
+        f"The approval expired unused. Do not call create_draft with it. Ask a human to approve proposal "
+        f"{proposal_id} again (armarius approve --proposal {proposal_id}), then call proposal_status with your "
+        "collection_key to receive the new approval.")}
