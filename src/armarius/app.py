@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from armarius.audit.setup import initialize_audit, open_keyed
+from armarius.audit.setup import AUTHENTICATED_SINCE, initialize_audit, open_keyed
 from armarius.auth.directory import Directory
 from armarius.config import Settings
 from armarius.drafts.service import DraftService
@@ -57,7 +57,8 @@ def initialize(settings: Settings) -> list[int]:
         applied = migrate_postgres(migrate_url, app_role=postgres_role(settings.database_url))
     database = open_database(settings.database_url, settings.sqlite_path)
     try:
-        initialize_audit(database, env_keys=settings.audit_key, key_file=settings.audit_key_path)
+        initialize_audit(database, env_keys=settings.audit_key, key_file=settings.audit_key_path,
+                         seal_legacy=AUTHENTICATED_SINCE in applied)
     finally:
         database.close()
     return applied

@@ -23,7 +23,7 @@ from armarius.audit.keys import AuditKey, Keyring, create_key_file, keyring_of, 
 from armarius.audit.verify import verify_log
 from armarius.config import Settings, load_settings
 from armarius.errors import ConfigError
-from tests.audit.tamper import append_forged, chain_rows, forged_event
+from tests.audit.tamper import append_forged, chain_rows, forged_event, rewrite_chain
 from tests.helpers import OwnerSQL
 
 AUDIT_TABLES = ("audit_events", "audit_heads")
@@ -276,6 +276,32 @@ def test_init_never_seals_events_forged_after_the_migration(app: Armarius, setti
     finally:
         application.close()
     assert found == {(audit.BAD_MAC, a), (audit.BAD_MAC, gamma)}
+
+
+def test_a_later_init_never_seals_a_chain_the_legacy_table_was_edited_for(app: Armarius, settings: Settings) -> None:
+    """Someone who can write the database but lacks the key rewrites a chain unsigned and points the
+    legacy table at it: the next routine `armarius init` must not sign it."""
+    a, _ = fill(app)
+    with OwnerSQL(settings) as owner:
+        rewrite_chain(owner, a, [forged_event(), forged_event()])
+        owner.execute("UPDATE audit_legacy_events SET through_seq = 2 WHERE chain_id = ?", (a,))
+        if not owner.rows("SELECT 1 FROM audit_legacy_events WHERE chain_id = ?", (a,)):
+            owner.execute("INSERT INTO audit_legacy_events (chain_id, through_seq) VALUES (?, 2)", (a,))
+    before = audit_rows(settings)
+    initialize(settings)
+    assert audit_rows(settings) == before, "nothing sealed"
+    assert {(p.kind, p.workspace_id) for p in report_of(app).problems} == {(audit.BAD_MAC, a)}
+
+
+def test_a_signed_write_after_forged_unsigned_events_does_not_make_them_legacy(app: Armarius) -> None:
+    """Only the seal vouches for unsigned events before it; an ordinary signed event does not."""
+    a, _ = fill(app)
+    with OwnerSQL(app.settings) as owner:
+        rewrite_chain(owner, a, [forged_event(), forged_event()])
+    with app.database.transaction(workspace_id=a, write=True) as tx:
+        audit.append(tx, actor="human:ada", action="test.after_the_forgery")
+    problems = report_of(app).problems
+    assert [(p.kind, p.workspace_id, p.seq) for p in problems] == [(audit.BAD_MAC, a, 1)]
 
 
 def _as_user(url: str, user: str) -> str:

@@ -249,6 +249,22 @@ def test_below_the_schema_an_unsigned_64_bit_integer_is_compared_where_the_engin
     assert ids("lt", value) == [1, 2, 3, 4]
 
 
+def test_a_larger_integer_goes_through_the_schema_as_a_string_of_digits(
+        world_server: WorldServer, texts: ResearchService) -> None:
+    """What docs/research.md promises for the upper half of BIGINT UNSIGNED."""
+    def ids(op: str, value: Any) -> list[int]:
+        answer = texts.query(query([{"column": "id", "op": op, "value": value}]))
+        return [row[0] for row in answer["result"]["rows"]]
+
+    assert ids("lt", "3") == [1, 2]
+    if world_server.dialect == "sqlite":
+        assert refused(texts, query([{"column": "id", "op": "lt", "value": str(2**64 - 1)}])) == {
+            "field": "filters.0.value"}
+        return
+    assert ids("eq", str(2**64 - 1)) == []
+    assert ids("lt", str(2**64 - 1)) == [1, 2, 3, 4]
+
+
 @pytest.mark.parametrize(("column", "op", "value", "truth"), [
     pytest.param("chance", "eq", "1e-999", [], id="decimal-eq-tiny"),
     pytest.param("chance", "lt", "1e-999", [1], id="decimal-lt-tiny"),

@@ -1,4 +1,4 @@
-"""A real uvicorn server in a thread, serving the app under test."""
+"""A real uvicorn server in a thread, configured as `armarius serve` configures it."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import pytest
 import uvicorn
 
 from armarius.app import Armarius
-from armarius.web.app import create_web_app
+from armarius.web.app import server_config
 from tests.e2e.servers import free_port
 
 
 @pytest.fixture
 def base_url(app: Armarius) -> Iterator[str]:
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_web_app(app), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(server_config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from armarius.app import Armarius
+from armarius.web.app import server_config
 from tests.e2e.servers import free_port, run_cli, running, wait_until_healthy
 from tests.helpers import make_team
 
@@ -39,8 +41,14 @@ def test_a_client_that_hangs_up_is_one_brief_line_not_an_error(
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], "a hang-up is not a server error"
 
 
-def test_idle_connections_are_kept_for_the_configured_time(tmp_path: Path) -> None:
-    """uvicorn's own default closes an idle connection after 5 s; the setting replaces it."""
+def test_the_server_keeps_idle_connections_for_the_setting(app: Armarius) -> None:
+    """uvicorn's own default closes an idle connection after 5 s; `armarius serve` uses the setting."""
+    assert server_config(app).timeout_keep_alive == app.settings.keep_alive_seconds == 65
+    short = replace(app.settings, keep_alive_seconds=7)
+    assert server_config(replace(app, settings=short)).timeout_keep_alive == 7
+
+
+def test_armarius_serve_closes_an_idle_connection_after_the_setting(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     assert run_cli("init", data_dir=data_dir).returncode == 0
     port = free_port()
@@ -49,9 +57,9 @@ def test_idle_connections_are_kept_for_the_configured_time(tmp_path: Path) -> No
         wait_until_healthy(f"http://127.0.0.1:{port}", process)
         with socket.create_connection(("127.0.0.1", port)) as connection:
             connection.sendall(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
-            connection.settimeout(4.5)  # well under uvicorn's default of 5 s
+            connection.settimeout(60)
             received = b""
             while b'"ok"' not in received:
                 received += connection.recv(4096)
             assert received.startswith(b"HTTP/1.1 200")
-            assert connection.recv(4096) == b"", "the server closes the idle connection after 1 s"
+            assert connection.recv(4096) == b"", "the server closes the idle connection"

@@ -209,6 +209,12 @@ class _MacCheck:
             else:
                 self.legacy += 1
             return
+        if not self.authenticated and self.legacy and not _vouches_for(row, self.legacy):
+            # Only the seal that `armarius init` signed when the log began to be authenticated makes
+            # earlier unsigned events legacy; any other signed event after them (an ordinary write
+            # appended to a forged, unsigned chain) vouches for nothing.
+            self._fail(1, f"is one of {self.legacy} events without a MAC that no audit.sealed event vouches for: "
+                          "they were written without the audit key")
         self.authenticated = True
         key = self.keyring.get(key_id) if isinstance(key_id, str) else None
         if key is None:
@@ -234,6 +240,14 @@ class _MacCheck:
                                              "written before Armarius authenticated its log and `armarius init` "
                                              "has not sealed them yet", BAD_MAC)
         return None
+
+
+def _vouches_for(row: Mapping[str, Any], legacy: int) -> bool:
+    """Whether ``row`` is the seal of exactly the ``legacy`` unsigned events before it."""
+    if row["action"] != "audit.sealed":
+        return False
+    details = json.loads(row["details"])
+    return isinstance(details, dict) and details.get("legacy_events") == legacy
 
 
 def walk_chain(database: Database, chain: int, wanted: Collection[int] = ()) -> ChainWalk:

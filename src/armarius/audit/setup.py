@@ -21,8 +21,11 @@ from armarius.store.schema import current_version
 AUTHENTICATED_SINCE = 8
 
 
-def initialize_audit(database: Database, *, env_keys: str | None, key_file: Path) -> Keyring:
-    """Create the key file if there is no key yet, then seal chains that end in legacy events.
+def initialize_audit(database: Database, *, env_keys: str | None, key_file: Path, seal_legacy: bool) -> Keyring:
+    """Create the key file if there is no key yet; with ``seal_legacy`` (only in the run that applied
+    migration 8), seal the chains that end in legacy events. A later run never seals: the table that
+    says how far the legacy events go is not authenticated, and someone who can write the database
+    without the key could otherwise have a forged, unsigned chain signed by the next `armarius init`.
 
     A new key is never made for a log that is signed already: it could not verify the existing
     events, and a second server of the same database would sign with a key the first lacks.
@@ -40,7 +43,7 @@ def initialize_audit(database: Database, *, env_keys: str | None, key_file: Path
             )
         create_key_file(key_file)
         keyring = require_keyring(None, key_file)
-    if authenticated:
+    if authenticated and seal_legacy:
         seal_legacy_chains(KeyedDatabase(database, keyring))
     return keyring
 

@@ -7,6 +7,8 @@ import json
 import os
 import socket
 import sys
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any
 
@@ -82,20 +84,24 @@ def _base_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _serve_http(app: Armarius, sockets: list[socket.socket]) -> None:
-    import uvicorn
-
-    from armarius.web.app import create_web_app
-
-    config = uvicorn.Config(create_web_app(app), log_level="info", server_header=False,
-                            timeout_keep_alive=app.settings.keep_alive_seconds)
+@contextmanager
+def listening(host: str, port: int) -> Iterator[list[socket.socket]]:
+    """:func:`listen`, and the sockets closed when the server is done with them."""
+    sockets = listen(host, port)
     try:
-        uvicorn.Server(config).run(sockets=sockets)
-    except KeyboardInterrupt:
-        pass
+        yield sockets
     finally:
         for listener in sockets:
             listener.close()
+
+
+def _serve_http(app: Armarius, sockets: list[socket.socket]) -> None:
+    import uvicorn
+
+    from armarius.web.app import server_config
+
+    with suppress(KeyboardInterrupt):
+        uvicorn.Server(server_config(app)).run(sockets=sockets)
 
 
 @click.command()
@@ -105,15 +111,9 @@ def _serve_http(app: Armarius, sockets: list[socket.socket]) -> None:
 def serve(cli: CliContext, host: str | None, port: int | None) -> None:
     """Serve MCP over streamable HTTP at /mcp, the JSON API at /api and /healthz."""
     host, port = host or cli.settings.host, port or cli.settings.port
-    sockets = listen(host, port)
-    try:
-        with cli.app() as app:
-            click.echo(f"Serving on {_base_url(host, port)}: MCP at /mcp, the API at /api (Ctrl-C to stop).",
-                       err=True)
-            _serve_http(app, sockets)
-    finally:
-        for listener in sockets:
-            listener.close()
+    with listening(host, port) as sockets, cli.app() as app:
+        click.echo(f"Serving on {_base_url(host, port)}: MCP at /mcp, the API at /api (Ctrl-C to stop).", err=True)
+        _serve_http(app, sockets)
 
 
 @click.command()
@@ -137,8 +137,9 @@ def demo(cli: CliContext, host: str | None, port: int | None, no_serve: bool) ->
     """Set up a demo workspace on the embedded SQLite file, print credentials, and serve."""
     settings = cli.settings
     host, port = host or settings.host, port or settings.port
-    sockets = [] if no_serve else listen(host, port)  # before anything is set up or shown
-    try:
+    # The port is taken before anything is set up or shown.
+    bound: AbstractContextManager[list[socket.socket]] = nullcontext([]) if no_serve else listening(host, port)
+    with bound as sockets:
         if not settings.config_file.exists():
             write_settings_file(settings)
         initialize(settings)
@@ -159,9 +160,6 @@ def demo(cli: CliContext, host: str | None, port: int | None, no_serve: bool) ->
             if sockets:
                 click.echo(f"\nServing on {_base_url(host, port)} (Ctrl-C to stop).", err=True)
                 _serve_http(app, sockets)
-    finally:
-        for listener in sockets:
-            listener.close()
 
 
 def _demo_again(cli: CliContext) -> str:

@@ -38,6 +38,7 @@ from armarius.drafts.steps import (
     NOTHING,
     PROPOSE,
     ProposalState,
+    ask_again,
     check_approvable,
     check_live,
     draft_exists,
@@ -56,6 +57,7 @@ from armarius.errors import (
     NotAllowed,
     NotFound,
     OperationConflict,
+    echo,
 )
 from armarius.memory.service import MemoryService, RememberRequest
 from armarius.store import Database, Row, Tx, UniqueViolation, iso_utc
@@ -163,9 +165,8 @@ class DraftService:
             return {**result, **status_instruction(state, row)}
         if approval["sealed_token"] is None:
             return {**result, "next_step": ASK_AGAIN, "instruction": (
-                f"This approval cannot be handed over (it has no sealed copy for you). If you hold it, call "
-                f"create_draft with it before expires_at; otherwise ask a human to approve proposal "
-                f"{proposal_id} again (armarius approve --proposal {proposal_id}).")}
+                "This approval cannot be handed over (it has no sealed copy for you). If you hold it, call "
+                f"create_draft with it before expires_at; otherwise: {ask_again(proposal_id)}")}
         if collection_key is None:
             return {**result, "next_step": COLLECT, "instruction": (
                 "Approved. Call proposal_status again with your collection_key to receive the approval.")}
@@ -279,7 +280,7 @@ class DraftService:
         if earlier is not None:
             if earlier["kind"] != DRAFT_KIND or not digests_match(earlier["fingerprint"], payload.fingerprint):
                 raise OperationConflict(
-                    f"Operation {operation!r} was used for other content. Use a new operation id for new content.",
+                    f"Operation {echo(operation)} was used for other content. Use a new operation id for new content.",
                     operation=operation, next_step=NEW_OPERATION,
                 )
             audit.append(tx, actor=actor.audit_name, action="draft.replayed", subject=payload.slug,
@@ -331,7 +332,7 @@ class DraftService:
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             row = queries.draft_by_slug(tx, slug)
         if row is None:
-            raise NotFound(f"There is no draft {slug!r}.", slug=slug)
+            raise NotFound(f"There is no draft {echo(slug)}.", slug=slug)
         return {**_draft_view(row), "text": row["text"]}
 
     def promote(self, actor: Actor, slug: str) -> dict[str, Any]:
@@ -346,9 +347,9 @@ class DraftService:
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             row = queries.draft_by_slug(tx, slug, lock=True)
             if row is None:
-                raise NotFound(f"There is no draft {slug!r}.", slug=slug)
+                raise NotFound(f"There is no draft {echo(slug)}.", slug=slug)
             if row["promoted_revision"] is not None:
-                raise Conflict(f"Draft {slug!r} was promoted already (entry revision {row['promoted_revision']}).",
+                raise Conflict(f"Draft {echo(slug)} was promoted already (entry revision {row['promoted_revision']}).",
                                slug=slug, revision=row["promoted_revision"])
             written = self.memory.remember(actor, RememberRequest(
                 slug=slug, title=row["title"], body=row["text"], expected_revision=0, confirm_distinct=True,

@@ -12,7 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from armarius.errors import ApprovalExpired, ApprovalUsed, Conflict, DraftExists
+from armarius.errors import ApprovalExpired, ApprovalUsed, Conflict, DraftExists, echo
 from armarius.store import Row
 
 #: Wait: no human has decided yet; ask proposal_status again later.
@@ -63,7 +63,7 @@ MISSING = ("No usable approval was given. A human must approve exactly this cont
 
 def draft_exists(slug: str) -> DraftExists:
     return DraftExists(
-        f"A draft {slug!r} exists already; drafts are never overwritten. An approval is bound to its slug, so this "
+        f"A draft {echo(slug)} exists already; drafts are never overwritten. An approval is bound to its slug, so this "
         "one cannot write another slug: file the content under a new slug as a new proposal (propose_draft) and "
         "use the approval a human gives for that.", slug=slug, next_step=PROPOSE)
 
@@ -83,9 +83,7 @@ def check_live(row: Row, now: datetime) -> None:
             f"proposal_status for proposal {proposal} with your collection_key to receive the new approval.",
             approval=row["id"], proposal=proposal, reason="superseded", next_step=COLLECT)
     if row["outcome"] == "expired" or datetime.fromisoformat(row["expires_at"]) <= now:
-        again = (f"Ask a human to approve proposal {proposal} again (armarius approve --proposal {proposal}), then "
-                 f"call proposal_status with your collection_key to receive the new approval." if proposal else
-                 "Ask the human for a new approval of exactly this content.")
+        again = ask_again(proposal) if proposal else "Ask the human for a new approval of exactly this content."
         raise ApprovalExpired(f"This approval expired at {row['expires_at']} without being used. {again}",
                               approval=row["id"], proposal=proposal, expired_at=row["expires_at"],
                               reason="expired", next_step=ASK_AGAIN)
@@ -112,7 +110,11 @@ def status_instruction(state: ProposalState, row: Row) -> dict[str, Any]:
     if state is ProposalState.DRAFTED:
         return {"next_step": NOTHING, "instruction": (
             f"The approval was used: the draft {row['slug']!r} exists. Nothing is left to do for this proposal.")}
-    return {"next_step": ASK_AGAIN, "instruction": (
-        f"The approval expired unused. Do not call create_draft with it. Ask a human to approve proposal "
-        f"{proposal_id} again (armarius approve --proposal {proposal_id}), then call proposal_status with your "
-        "collection_key to receive the new approval.")}
+    return {"next_step": ASK_AGAIN,
+            "instruction": f"The approval expired unused. Do not call create_draft with it. {ask_again(proposal_id)}"}
+
+
+def ask_again(proposal_id: int) -> str:
+    """The one way back from an approval that cannot be used: the human approves the proposal again."""
+    return (f"Ask a human to approve proposal {proposal_id} again (armarius approve --proposal {proposal_id}), "
+            "then call proposal_status with your collection_key to receive the new approval.")

@@ -16,7 +16,7 @@ from typing import Any
 from armarius.audit import chain as audit
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind, Permission
-from armarius.errors import Conflict, InvalidInput, NotAllowed, NotFound, ReasonRequired
+from armarius.errors import Conflict, InvalidInput, NotAllowed, NotFound, ReasonRequired, echo
 from armarius.memory import queries
 from armarius.memory.duplicates import find_duplicates
 from armarius.memory.model import (
@@ -107,7 +107,7 @@ class MemoryService:
             old = queries.revision(tx, entry.id, revision) if revision is not None else None
             old_view = None if old is None else _revision_view(tx, entry, queries.decode_revision(old))
         if revision is not None and old_view is None:
-            raise NotFound(f"{slug!r} has revisions 1 to {entry.revision}.", slug=slug, revision=revision)
+            raise NotFound(f"{echo(slug)} has revisions 1 to {entry.revision}.", slug=slug, revision=revision)
         result = {
             "slug": entry.slug, "title": entry.title, "body": entry.body, "tags": list(entry.tags),
             "revision": entry.revision, "curated": entry.curated, "curated_revision": entry.curated_revision,
@@ -191,7 +191,7 @@ class MemoryService:
                 current = entry.revision if entry else 0
                 if expected is not None and expected != current:
                     raise Conflict(
-                        f"{slug!r} is at revision {current}, not {expected}. Read it again, then decide.",
+                        f"{echo(slug)} is at revision {current}, not {expected}. Read it again, then decide.",
                         slug=slug, current_revision=current, expected_revision=expected,
                     )
                 if entry is None:
@@ -200,7 +200,7 @@ class MemoryService:
                 return self._update(tx, actor, request, entry, title, body, entry.tags if tags is None else tags,
                                     reason, operation)
         except UniqueViolation:
-            raise Conflict(f"{slug!r} was created by someone else just now. Read it, then decide.",
+            raise Conflict(f"{echo(slug)} was created by someone else just now. Read it, then decide.",
                            slug=slug) from None
 
     def _create(self, tx: Tx, actor: Actor, request: RememberRequest, slug: str, title: str, body: str,
@@ -235,13 +235,9 @@ class MemoryService:
             }
         if (title, body, tags) == (entry.title, entry.body, entry.tags):
             return {"status": "unchanged", "slug": entry.slug, "revision": entry.revision}
-        revision, now, encoded = entry.revision + 1, utc_now(), queries.encode_tags(tags)
-        needs_review = entry.needs_review or overriding
-        queries.update_entry(tx, entry.id, title=title, body=body, tags=encoded, revision=revision,
-                             by=actor.audit_name, at=now, needs_review=needs_review)
-        queries.insert_revision(tx, entry.id, revision, title=title, body=body, tags=encoded, reason=reason,
-                                operation_id=operation, author=actor.audit_name, at=now, overrode_curated=overriding)
-        queries.replace_tags_and_links(tx, entry.id, tags, parse_links(body))
+        revision, now, needs_review = entry.revision + 1, utc_now(), entry.needs_review or overriding
+        _write_revision(tx, actor, entry, revision, now, title=title, body=body, tags=tags, reason=reason,
+                        operation=operation, overriding=overriding, needs_review=needs_review)
         details: dict[str, Any] = {"revision": revision, "operation": operation}
         if overriding:
             details.update(reason=reason, curated_revision=entry.curated_revision, curated_by=entry.curated_by)
@@ -263,7 +259,7 @@ class MemoryService:
             entry = self._existing(tx, slug, lock=True)
             if revision != entry.revision:
                 raise Conflict(
-                    f"{slug!r} is at revision {entry.revision}; you reviewed revision {revision}. What you saw is "
+                    f"{echo(slug)} is at revision {entry.revision}; you reviewed revision {revision}. What you saw is "
                     "what you curate: read the current revision, then curate that.",
                     slug=slug, current_revision=entry.revision, reviewed_revision=revision,
                 )
@@ -302,21 +298,17 @@ class MemoryService:
             entry = self._existing(tx, slug, lock=True)
             base_revision = entry.review_base_revision
             if base_revision is None:
-                raise NotFound(f"{slug!r} was never curated, so there is no curated revision to revert to.",
+                raise NotFound(f"{echo(slug)} was never curated, so there is no curated revision to revert to.",
                                slug=slug, curated_revision=None)
             if entry.curated:
                 return {"slug": slug, "revision": entry.revision, "curated": True, "changed": False}
             base_row = queries.revision(tx, entry.id, base_revision)
             assert base_row is not None  # revisions are never deleted
             base = queries.decode_revision(base_row)
-            revision, now, tags = entry.revision + 1, utc_now(), tuple(base["tags"])
-            encoded = queries.encode_tags(tags)
-            queries.update_entry(tx, entry.id, title=base["title"], body=base["body"], tags=encoded,
-                                 revision=revision, by=actor.audit_name, at=now, needs_review=False)
-            queries.insert_revision(tx, entry.id, revision, title=base["title"], body=base["body"], tags=encoded,
-                                    reason=why, operation_id=operation, author=actor.audit_name, at=now,
-                                    overrode_curated=False)
-            queries.replace_tags_and_links(tx, entry.id, tags, parse_links(base["body"]))
+            revision, now = entry.revision + 1, utc_now()
+            _write_revision(tx, actor, entry, revision, now, title=base["title"], body=base["body"],
+                            tags=tuple(base["tags"]), reason=why, operation=operation, overriding=False,
+                            needs_review=False)
             queries.set_curation(tx, entry.id, curated_revision=revision, by=actor.audit_name, at=now,
                                  review_base_revision=revision, needs_review=False)
             audit.append(tx, actor=actor.audit_name, action="memory.reverted", subject=slug, details={
@@ -347,7 +339,7 @@ class MemoryService:
     def _existing(self, tx: Tx, slug: str, *, lock: bool = False) -> Entry:
         entry = queries.entry_by_slug(tx, slug, lock=lock)
         if entry is None:
-            raise NotFound(f"There is no entry {slug!r} in this workspace.", slug=slug,
+            raise NotFound(f"There is no entry {echo(slug)} in this workspace.", slug=slug,
                            agent_hint="Use recall or list to find one.")
         return entry
 
@@ -364,6 +356,18 @@ def _revision_view(tx: Tx, entry: Entry, revision: dict[str, Any]) -> dict[str, 
         "links": [target for target in targets if target in existing],
         "broken_links": [target for target in targets if target not in existing],
     }
+
+
+def _write_revision(tx: Tx, actor: Actor, entry: Entry, revision: int, now: str, *, title: str, body: str,
+                    tags: tuple[str, ...], reason: str | None, operation: str, overriding: bool,
+                    needs_review: bool) -> None:
+    """The entry's new current content, its revision in the history, and its tags and links."""
+    encoded = queries.encode_tags(tags)
+    queries.update_entry(tx, entry.id, title=title, body=body, tags=encoded, revision=revision,
+                         by=actor.audit_name, at=now, needs_review=needs_review)
+    queries.insert_revision(tx, entry.id, revision, title=title, body=body, tags=encoded, reason=reason,
+                            operation_id=operation, author=actor.audit_name, at=now, overrode_curated=overriding)
+    queries.replace_tags_and_links(tx, entry.id, tags, parse_links(body))
 
 
 def _require_human(actor: Actor, permission: Permission) -> None:

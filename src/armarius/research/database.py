@@ -34,7 +34,7 @@ from decimal import Decimal
 from typing import Any
 
 from armarius.canonical import canonical_json
-from armarius.errors import InvalidInput, NotFound, ResearchUnavailable
+from armarius.errors import InvalidInput, NotFound, ResearchUnavailable, echo
 from armarius.research.config import IDENTIFIER, DatabaseSource, shown
 from armarius.research.dbdrivers import Column, Driver, Table, open_driver
 
@@ -140,7 +140,7 @@ class DatabaseResearch:
                                field="table")
         table = self._catalogue(driver).get(name) if name in driver.source.tables else None
         if table is None:
-            raise NotFound(f"There is no allowlisted table {name!r} in database {driver.source.name!r}; "
+            raise NotFound(f"There is no allowlisted table {echo(name)} in database {driver.source.name!r}; "
                            "database.tables lists them.", field="table")
         return table
 
@@ -229,7 +229,7 @@ def _column(table: Table, name: str, field: str) -> Column:
         raise InvalidInput(f"{field} is a column name of letters, digits, '_' and '$'.", field=field)
     column = table.columns.get(name)
     if column is None:
-        raise NotFound(f"Table {table.name!r} has no column {name!r} that agents may read; database.schema "
+        raise NotFound(f"Table {table.name!r} has no column {echo(name)} that agents may read; database.schema "
                        "lists them.", field=field)
     return column
 
@@ -342,6 +342,7 @@ MAX_VALUE_BYTES = 1_000_000
 #: What any server can compare an integer parameter with (BIGINT and BIGINT UNSIGNED); the schema's bounds.
 _INTEGER_RANGE = {"sqlite": (-(2**63), 2**63 - 1), "mariadb": (-(2**63), 2**64 - 1),
                   "postgresql": (-(2**63), 2**64 - 1)}
+_WHOLE_NUMBER_TEXT = re.compile(r"-?[0-9]{1,20}")
 #: Decimal exponents beyond this are nothing a DECIMAL/NUMERIC column holds.
 _DECIMAL_EXPONENT = 1000
 #: MariaDB reads a longer decimal literal as a DOUBLE, which may round it (even to 0).
@@ -364,6 +365,10 @@ def _accepts(column: Column, dialect: str) -> str:
 
 
 def _integer(value: Any, _column: Column, dialect: str) -> Any:
+    """A whole number the column's server compares: a JSON integer, or one written as a string (beyond
+    the schema's 64-bit bound, for the upper half of BIGINT UNSIGNED)."""
+    if isinstance(value, str) and _WHOLE_NUMBER_TEXT.fullmatch(value):
+        value = int(value)
     low, high = _INTEGER_RANGE[dialect]
     return value if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high else None
 

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import uvicorn
 from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -79,6 +80,13 @@ class McpEndpoint:
 async def _actor_of_request(ctx: ServerRequestContext[Any]) -> Actor:
     request = ctx.request
     return actor_from_scope(request.scope if isinstance(request, Request) else None)
+
+
+def server_config(app: Armarius, **overrides: Any) -> uvicorn.Config:
+    """How `armarius serve` runs the web app: its settings (keep-alive), no Server header."""
+    options: dict[str, Any] = {"log_level": "info", "server_header": False,
+                               "timeout_keep_alive": app.settings.keep_alive_seconds}
+    return uvicorn.Config(create_web_app(app), **(options | overrides))
 
 
 def create_web_app(app: Armarius) -> Starlette:
