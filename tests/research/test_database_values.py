@@ -256,7 +256,7 @@ def test_a_larger_integer_goes_through_the_schema_as_a_string_of_digits(
         answer = texts.query(query([{"column": "id", "op": op, "value": value}]))
         return [row[0] for row in answer["result"]["rows"]]
 
-    assert ids("lt", "3") == [1, 2]
+    assert refused(texts, query([{"column": "id", "op": "lt", "value": "3"}])) == {"field": "filters.0.value"}
     if world_server.dialect == "sqlite":
         assert refused(texts, query([{"column": "id", "op": "lt", "value": str(2**64 - 1)}])) == {
             "field": "filters.0.value"}

@@ -37,6 +37,7 @@ from armarius.canonical import canonical_json
 from armarius.errors import InvalidInput, NotFound, ResearchUnavailable, echo
 from armarius.research.config import IDENTIFIER, DatabaseSource, shown
 from armarius.research.dbdrivers import Column, Driver, Table, open_driver
+from armarius.validation import INT64_MAX
 
 _COMPARISONS = {"eq": "=", "ne": "<>", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _ESCAPE = "!"
@@ -342,7 +343,7 @@ MAX_VALUE_BYTES = 1_000_000
 #: What any server can compare an integer parameter with (BIGINT and BIGINT UNSIGNED); the schema's bounds.
 _INTEGER_RANGE = {"sqlite": (-(2**63), 2**63 - 1), "mariadb": (-(2**63), 2**64 - 1),
                   "postgresql": (-(2**63), 2**64 - 1)}
-_WHOLE_NUMBER_TEXT = re.compile(r"-?[0-9]{1,20}")
+_WHOLE_NUMBER_TEXT = re.compile(r"[0-9]{19,20}")
 #: Decimal exponents beyond this are nothing a DECIMAL/NUMERIC column holds.
 _DECIMAL_EXPONENT = 1000
 #: MariaDB reads a longer decimal literal as a DOUBLE, which may round it (even to 0).
@@ -365,9 +366,10 @@ def _accepts(column: Column, dialect: str) -> str:
 
 
 def _integer(value: Any, _column: Column, dialect: str) -> Any:
-    """A whole number the column's server compares: a JSON integer, or one written as a string (beyond
-    the schema's 64-bit bound, for the upper half of BIGINT UNSIGNED)."""
-    if isinstance(value, str) and _WHOLE_NUMBER_TEXT.fullmatch(value):
+    """A whole number the column's server compares: a JSON integer, or, beyond the schema's 64-bit bound
+    (the upper half of BIGINT UNSIGNED), one written as a string of digits. Within the bound a string
+    stays refused: types are strict."""
+    if isinstance(value, str) and _WHOLE_NUMBER_TEXT.fullmatch(value) and int(value) > INT64_MAX:
         value = int(value)
     low, high = _INTEGER_RANGE[dialect]
     return value if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high else None
