@@ -10,12 +10,14 @@ from datetime import timedelta
 
 from armarius.audit.setup import AUTHENTICATED_SINCE, initialize_audit, open_keyed
 from armarius.auth.directory import Directory
-from armarius.config import Settings
+from armarius.config import SESSION_BUDGET_CEILING, Settings
 from armarius.drafts.service import DraftService
 from armarius.memory.model import MemoryLimits
 from armarius.memory.service import MemoryService
 from armarius.research.config import load_research_config
 from armarius.research.service import ResearchService
+from armarius.sessions.model import SessionLimits
+from armarius.sessions.service import SessionService
 from armarius.store import Database, open_database
 from armarius.store.schema import (
     check_postgres_role,
@@ -35,6 +37,7 @@ class Armarius:
     directory: Directory
     memory: MemoryService
     drafts: DraftService
+    sessions: SessionService
     research: ResearchService | None = None
 
     def health(self) -> None:
@@ -68,17 +71,22 @@ def open_app(settings: Settings) -> Armarius:
     """Open the configured database and refuse to go on with an out-of-date schema."""
     database = open_database(settings.database_url, settings.sqlite_path,
                              sqlite_synchronous=settings.sqlite_synchronous)
+    research: ResearchService | None = None
     try:
         if database.dialect == "postgresql":
             check_postgres_role(database)
         check_schema(database)
         database = open_keyed(database, env_keys=settings.audit_key, key_file=settings.audit_key_path)
-        research = None
         if settings.research_config is not None:
             research = ResearchService(load_research_config(settings.data_dir / settings.research_config,
-                                                            settings.environ),
-                                       evidence_dir=settings.data_dir / "evidence", database=database)
+                                                            settings.environ))
+        session_limits = SessionLimits(
+            default_budget=settings.session_default_budget, max_budget=settings.session_max_budget,
+            ceiling=SESSION_BUDGET_CEILING, retry_after=timedelta(seconds=settings.session_retry_after_seconds),
+            invalid_request_limit=settings.research_invalid_request_limit)
     except BaseException:
+        if research is not None:
+            research.close()
         database.close()
         raise
     limits = MemoryLimits(body_max_bytes=settings.memory_body_max_bytes,
@@ -86,5 +94,6 @@ def open_app(settings: Settings) -> Armarius:
     memory = MemoryService(database, limits)
     drafts = DraftService(database, memory, text_max_bytes=settings.memory_body_max_bytes,
                           approval_ttl=timedelta(seconds=settings.approval_ttl_seconds))
+    sessions = SessionService(database, research, evidence_dir=settings.data_dir / "evidence", limits=session_limits)
     return Armarius(settings=settings, database=database, directory=Directory(database), memory=memory,
-                    drafts=drafts, research=research)
+                    drafts=drafts, sessions=sessions, research=research)

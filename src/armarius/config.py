@@ -19,6 +19,8 @@ CONFIG_FILE_NAME = "armarius.toml"
 SQLITE_FILE_NAME = "armarius.sqlite3"
 AUDIT_KEY_FILE_NAME = "audit.key"
 DEFAULT_DATA_DIR = Path(".armarius")
+#: The most actions any session may hold, whoever grants them.
+SESSION_BUDGET_CEILING = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,13 @@ class Settings:
     memory_body_max_bytes: int = 64 * 1024
     memory_duplicate_threshold: float = 0.5
     approval_ttl_seconds: int = 300
+    #: A research session's action budget when the agent asks for none, and the most it may ask for.
+    session_default_budget: int = 50
+    session_max_budget: int = 500
+    #: How long a session blocked by a failed source waits before a human may resume it.
+    session_retry_after_seconds: int = 60
+    #: Invalid project queries in a row after which a session blocks.
+    research_invalid_request_limit: int = 5
     #: How long an idle HTTP connection is kept open for the client's next request.
     keep_alive_seconds: int = 65
     #: SQLite's ``synchronous`` pragma: "normal" (a commit survives a process crash) or "full"
@@ -130,6 +139,14 @@ _KEYS = (
          _fraction, "a number greater than 0 and at most 1"),
     _Key("research", "config", "research_config", "ARMARIUS_RESEARCH_CONFIG", _path,
          "the path of a research configuration TOML file"),
+    _Key("research", "invalid_request_limit", "research_invalid_request_limit",
+         "ARMARIUS_RESEARCH_INVALID_REQUEST_LIMIT", _integer(1, 10_000), "a number from 1 to 10000"),
+    _Key("sessions", "default_budget", "session_default_budget", "ARMARIUS_SESSION_DEFAULT_BUDGET",
+         _integer(1, SESSION_BUDGET_CEILING), f"a number of actions from 1 to {SESSION_BUDGET_CEILING}"),
+    _Key("sessions", "max_budget", "session_max_budget", "ARMARIUS_SESSION_MAX_BUDGET",
+         _integer(1, SESSION_BUDGET_CEILING), f"a number of actions from 1 to {SESSION_BUDGET_CEILING}"),
+    _Key("sessions", "retry_after_seconds", "session_retry_after_seconds", "ARMARIUS_SESSION_RETRY_AFTER_SECONDS",
+         _integer(0, 86_400), "a number of seconds from 0 to 86400"),
     _Key("approvals", "ttl_seconds", "approval_ttl_seconds", "ARMARIUS_APPROVAL_TTL_SECONDS", _integer(1, 86_400),
          "a number of seconds from 1 to 86400"),
     _Key("audit", "key_file", "audit_key_file", "ARMARIUS_AUDIT_KEY_FILE", _path,

@@ -26,6 +26,9 @@ message: the agent surfaces append it, the human surfaces (CLI, web pages) word 
     ├── SchemaOutdated        schema_outdated      the database needs `armarius init`
     ├── StorageUnavailable    storage_unavailable  the database cannot be reached
     ├── ResearchUnavailable   research_unavailable a configured source failed or timed out
+    ├── BudgetExhausted       budget_exhausted     the research session has no action budget left
+    ├── SessionBlocked        session_blocked      the research session is blocked until a human resumes it
+    ├── SessionClosed         session_closed       the research session is closed (readable, no more queries)
     ├── PortInUse             port_in_use          the server's port is taken by another program
     └── InternalError         internal             anything unexpected (details are logged only)
 
@@ -173,6 +176,18 @@ class DraftExists(Conflict):
 
 class ResearchUnavailable(ArmariusError):
     code = _register("research_unavailable", 503, 8, "A configured research source failed or timed out.")
+
+
+class BudgetExhausted(ArmariusError):
+    code = _register("budget_exhausted", 409, 11, "The research session has no action budget left.")
+
+
+class SessionBlocked(ArmariusError):
+    code = _register("session_blocked", 423, 12, "The research session is blocked until a human resumes it.")
+
+
+class SessionClosed(ArmariusError):
+    code = _register("session_closed", 409, 13, "The research session is closed; it stays readable.")
 
 
 class PortInUse(ArmariusError):

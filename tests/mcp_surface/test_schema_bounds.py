@@ -17,6 +17,8 @@ from armarius.mcp.server import ALL_TOOLS
 from armarius.research.service import query_schema, validate_query
 from armarius.validation import INT64_MAX, inline_refs
 from tests.helpers import Agent, agent_of, make_team
+from tests.research.conftest import research_app  # noqa: F401  (a fixture used here)
+from tests.research.repos import Repo
 
 pytestmark = pytest.mark.anyio
 
@@ -67,6 +69,10 @@ TOOL_CALLS: dict[str, dict[str, Any]] = {
     "read": {"slug": "bounds/entry"},
     "list": {},
     "proposal_status": {"proposal": 1},
+    "session_open": {"subject": "bounds", "budget": 1},
+    "session_show": {"session": 1},
+    "session_close": {"session": 1},
+    "project_query": {"session": 1, "arguments": {"kind": "source.files", "substring": "x"}},
 }
 
 TOOL_INTEGERS = [(tool.name, path) for tool in ALL_TOOLS for path, _ in integer_fields(tool.input_schema)]
@@ -83,7 +89,8 @@ def _with(arguments: Mapping[str, Any], path: tuple[str, ...], value: int) -> di
 
 @pytest.mark.parametrize(("tool", "path"), TOOL_INTEGERS, ids=[f"{t}.{'.'.join(p)}" for t, p in TOOL_INTEGERS])
 async def test_a_tool_integer_one_past_its_bound_is_invalid_input_and_the_bound_is_not_a_crash(
-        app: Armarius, tool: str, path: tuple[str, ...]) -> None:
+        research_app: tuple[Armarius, Repo], tool: str, path: tuple[str, ...]) -> None:  # noqa: F811
+    app, _repo = research_app  # every tool is offered: the research tools need a configured source
     team = make_team(app)
     bound = dict(integer_fields(next(t for t in ALL_TOOLS if t.name == tool).input_schema))[path]["maximum"]
     async with agent_of(app, team.agent) as agent:

@@ -17,7 +17,7 @@ from tests.helpers import make_team, tool_payload
 
 pytestmark = pytest.mark.anyio
 
-HUMAN_ONLY_WORDS = ("approve", "curate", "repair_apply", "resume", "principal", "token")
+HUMAN_ONLY_WORDS = ("approve", "curate", "repair_apply", "resume", "takeover", "take_over", "principal", "token")
 
 
 def _boom(_app: Armarius, _actor: Actor, _arguments: dict[str, Any]) -> Any:
@@ -64,7 +64,8 @@ async def test_no_human_operation_is_an_mcp_tool() -> None:
         assert not any(word in tool.name for word in HUMAN_ONLY_WORDS), tool.name
         assert tool.permission is None or tool.permission not in {
             Permission.APPROVALS_ISSUE, Permission.MEMORY_CURATE, Permission.MEMORY_MANAGE,
-            Permission.EVIDENCE_MANAGE, Permission.PRINCIPALS_MANAGE,
+            Permission.EVIDENCE_MANAGE, Permission.PRINCIPALS_MANAGE, Permission.SESSIONS_MANAGE,
+            Permission.SESSIONS_TAKEOVER,
         }
 
 

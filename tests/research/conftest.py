@@ -16,6 +16,7 @@ from armarius.research.config import load_research_config
 from armarius.research.service import ResearchService
 from tests.conftest import service_missing
 from tests.research.repos import Repo, build_repo, source_entry, write_config
+from tests.research.session_path import SessionPath
 from tests.research.world import (
     Login,
     WorldServer,
@@ -61,10 +62,11 @@ def world_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 def open_world_service(folder: Path, server: WorldServer, *, login: Login = "reader",
                        environ: dict[str, str] | None = None, **entry: Any) -> ResearchService:
     """A research service over ``server`` alone, as ``login``, its password in ``environ`` (default: the
-    right one)."""
+    right one), reached through a session."""
     path = write_config(folder / "research.toml", databases=[database_entry(server, login=login, **entry)])
-    return ResearchService(load_research_config(path, password_environ(server, login) if environ is None else environ),
-                           evidence_dir=folder / "evidence")
+    research = ResearchService(load_research_config(path, password_environ(server, login) if environ is None
+                                                    else environ))
+    return SessionPath(research, folder)  # type: ignore[return-value]
 
 
 @pytest.fixture

@@ -276,8 +276,10 @@ def open_config(folder: Path, repo: Repo, **limits: Any) -> ResearchConfig:
 
 
 def open_service(folder: Path, repo: Repo, **limits: Any) -> ResearchService:
-    """A service over one source ``app``; captures go to ``folder/evidence``."""
-    return ResearchService(open_config(folder, repo, **limits), evidence_dir=folder / "evidence")
+    """A service over one source ``app``, reached through a session; captures go under ``folder/evidence``."""
+    from tests.research.session_path import SessionPath
+
+    return SessionPath(ResearchService(open_config(folder, repo, **limits)), folder)  # type: ignore[return-value]
 
 
 #: Real names a tree can hold (each a file whose content is ``NAMED_CONTENT.format(index)``): both

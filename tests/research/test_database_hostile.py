@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from armarius.errors import ArmariusError, InternalError, ResearchUnavailable
+from armarius.errors import ArmariusError, InternalError, ResearchUnavailable, SessionBlocked
 from armarius.research.dbdrivers import Driver
 from armarius.research.service import ResearchService
 from tests.research.conftest import open_world_service
@@ -727,13 +727,14 @@ def forbidden_strings(server: WorldServer, *extra: str) -> list[str]:
 def assert_failure_is_clean(service: ResearchService, forbidden: list[str], caplog: pytest.LogCaptureFixture,
                             reason: str) -> None:
     caplog.clear()
-    with pytest.raises(ResearchUnavailable) as caught:
+    with pytest.raises(SessionBlocked) as caught:  # a provider failure blocks the session it happened in
         service.query(filtered("entry", "eq", 1))
     error = caught.value
-    assert error.code == "research_unavailable"
-    assert error.details == {"database": "world", "reason": reason}
+    assert (error.details["reason"], error.details["cause"]["code"]) == ("research_unavailable", "research_unavailable")
+    assert error.details["cause"]["details"] == {"database": "world", "reason": reason}
+    history = service.sessions.history(service._agent, service.session)  # what the session keeps of it
     shown = [error.message, str(error.details), "".join(traceback.format_exception(error)), caplog.text,
-             *(record.getMessage() for record in caplog.records)]
+             *(record.getMessage() for record in caplog.records), repr(history)]
     for text in shown:
         for secret in forbidden:
             assert secret not in text, secret

@@ -27,6 +27,7 @@ from tests.helpers import OwnerSQL, agent_of, make_team
 from tests.research import world as game
 from tests.research.conftest import open_world_service
 from tests.research.repos import build_repo, open_service, write_config
+from tests.research.session_path import SessionPath
 from tests.research.world import WorldServer
 
 CREATURES = {row["entry"]: row for row in game.CREATURES}
@@ -327,8 +328,11 @@ async def test_agents_query_databases_through_the_tool(app: Armarius, world_serv
     try:
         team = make_team(application, "alpha", agent_role=Role.READER)
         async with agent_of(application, team.agent) as call:
-            answer = await call("project_query", arguments={"kind": "database.count", "table": "item_template"})
-            refused = await call("project_query", arguments={"kind": "database.rows", "table": "account"})
+            session = (await call("session_open", subject="How many items are there?"))["session"]
+            answer = await call("project_query", session=session,
+                                arguments={"kind": "database.count", "table": "item_template"})
+            refused = await call("project_query", session=session,
+                                 arguments={"kind": "database.rows", "table": "account"})
         assert answer["result"]["count"] == 40
         assert answer["origin"]["snapshot"] == "world-1"
         assert refused["error"] == "not_found"
@@ -337,8 +341,8 @@ async def test_agents_query_databases_through_the_tool(app: Armarius, world_serv
             [(subject, details)] = sql.rows("SELECT subject, details FROM audit_events "
                                             "WHERE action = 'research.query'")
         assert subject == "world"
-        assert json.loads(details) == {"kind": "database.count", "capture": answer["capture"], "snapshot": "world-1",
-                                       "new": True}
+        assert json.loads(details) == {"session": session, "kind": "database.count", "capture": answer["capture"],
+                                       "evidence": 1, "snapshot": "world-1", "new": True}
     finally:
         application.close()
 
@@ -374,8 +378,7 @@ def test_tables_of_every_database_lists_the_healthy_ones_and_marks_the_unreachab
                                                                                    tmp_path: Path) -> None:
     (down, gone), vanished = unreachable_databases(tmp_path)
     path = write_config(tmp_path / "research.toml", databases=[down, game.database_entry(world_server), gone])
-    service = ResearchService(load_research_config(path, game.password_environ(world_server)),
-                              evidence_dir=tmp_path / "evidence")
+    service = SessionPath(ResearchService(load_research_config(path, game.password_environ(world_server))), tmp_path)
     vanished.unlink()
     try:
         answer = service.query({"kind": "database.tables"})
@@ -392,10 +395,11 @@ def test_tables_of_every_database_lists_the_healthy_ones_and_marks_the_unreachab
         shown = json.dumps(answer)
         assert "127.0.0.1" not in shown
         assert str(vanished) not in shown
-        assert verify_capture(tmp_path / "evidence" / f"{answer['capture']}.json")
-        # A query naming the unreachable database is still that database's failure.
+        assert verify_capture(service.evidence_dir / f"{answer['capture']}.json")
+        # A query naming the unreachable database is still that database's failure: it blocks the session.
         named = refusal(service, {"kind": "database.tables", "database": "down"})
-        assert (named.code, named.details) == ("research_unavailable", {"database": "down", "reason": "connect"})
+        assert (named.code, named.details["cause"]["code"]) == ("session_blocked", "research_unavailable")
+        assert named.details["cause"]["details"] == {"database": "down", "reason": "connect"}
     finally:
         service.close()
 
@@ -403,13 +407,11 @@ def test_tables_of_every_database_lists_the_healthy_ones_and_marks_the_unreachab
 def test_tables_of_every_database_fails_when_none_answers(tmp_path: Path) -> None:
     databases, vanished = unreachable_databases(tmp_path)
     path = write_config(tmp_path / "research.toml", databases=databases)
-    service = ResearchService(load_research_config(path, {game.PASSWORD_VARIABLE: "x"}),
-                              evidence_dir=tmp_path / "evidence")
+    service = ResearchService(load_research_config(path, {game.PASSWORD_VARIABLE: "x"}))
     vanished.unlink()
     try:
         error = refusal(service, {"kind": "database.tables"})
         assert (error.code, error.details) == ("research_unavailable", {"database": "down", "reason": "connect"})
-        assert not (tmp_path / "evidence").exists()
     finally:
         service.close()
 
@@ -477,8 +479,7 @@ def test_with_two_databases_a_query_names_one(world_server: WorldServer, tmp_pat
     path = write_config(tmp_path / "research.toml", databases=[
         game.database_entry(world_server),
         game.database_entry(world_server, name="copy", snapshot="copy-7", tables=["item_template"])])
-    service = ResearchService(load_research_config(path, game.password_environ(world_server)),
-                              evidence_dir=tmp_path / "evidence")
+    service = ResearchService(load_research_config(path, game.password_environ(world_server)))
     listed = service.query({"kind": "database.tables"})
     assert [(entry["database"], entry["tables"]) for entry in listed["result"]["databases"]] == [
         ("world", list(game.ALLOWLISTED)), ("copy", ["item_template"])]

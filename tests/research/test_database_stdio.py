@@ -43,8 +43,11 @@ async def test_an_agent_reads_rows_over_stdio(world_server: WorldServer, tmp_pat
              "filters": [{"column": "name", "op": "contains", "value": "% Off_"}]}
     async with Client(parameters) as client:
         assert "project_query" in {tool.name for tool in (await client.list_tools()).tools}
-        result = await client.call_tool("project_query", {"arguments": query})
-        refused = await client.call_tool("project_query", {"arguments": {"kind": "database.rows", "table": "account"}})
+        opened = await client.call_tool("session_open", {"subject": "Which coupons are there?"})
+        session = json.loads(opened.content[0].text)["session"]  # type: ignore[union-attr]
+        result = await client.call_tool("project_query", {"session": session, "arguments": query})
+        refused = await client.call_tool("project_query", {"session": session,
+                                                           "arguments": {"kind": "database.rows", "table": "account"}})
     answer = json.loads(result.content[0].text)  # type: ignore[union-attr]
     price = game.BUY_PRICES[3]  # DECIMAL(12,4): exact text from the servers, what SQLite stored (a REAL) there
     assert answer["result"]["rows"] == [[3, "50% Off_Coupon",
@@ -53,7 +56,7 @@ async def test_an_agent_reads_rows_over_stdio(world_server: WorldServer, tmp_pat
                                 "snapshot": "world-1"}
     assert refused.is_error
     assert json.loads(refused.content[0].text)["code"] == "not_found"  # type: ignore[union-attr]
-    capture = data / "evidence" / "alpha" / f"{answer['capture']}.json"
+    capture = data / "evidence" / "alpha" / "sessions" / str(session) / "captures" / f"{answer['capture']}.json"
     content = capture.read_text(encoding="utf-8")
     for secret in filter(None, (world_server.reader_password, world_server.reader_user, world_server.host)):
         assert secret not in content

@@ -30,6 +30,7 @@ from tests.cli.test_cli import Cli
 from tests.research import world as game
 from tests.research.conftest import open_world_service
 from tests.research.repos import write_config
+from tests.research.session_path import SessionPath
 from tests.research.test_database_hostile import assert_world_intact, captures, driver_of, outcome
 from tests.research.world import BROADCAST_TEXTS, CREATURES, WorldServer, owner_rows
 
@@ -361,8 +362,8 @@ def latin1_postgres(tmp_path: Path) -> Iterator[ResearchService]:
                  "port": int(admin.get("port", 5432)), "database": name, "user": admin.get("user", "postgres"),
                  "password_env": game.PASSWORD_VARIABLE, "snapshot": "latin-1", "tables": ["broadcast_text"]}
         path = write_config(tmp_path / "research.toml", databases=[entry])
-        service = ResearchService(load_research_config(path, {game.PASSWORD_VARIABLE: admin.get("password", "")}),
-                                  evidence_dir=tmp_path / "evidence")
+        service = SessionPath(ResearchService(load_research_config(path, {game.PASSWORD_VARIABLE: admin.get(
+            "password", "")})), tmp_path)
         yield service
         service.close()
     finally:

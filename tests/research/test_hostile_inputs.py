@@ -286,7 +286,8 @@ async def test_the_corpus_through_the_mcp_tool(research_app: tuple[Armarius, Rep
     async with agent_of(application, agent) as call:
         for case in CORPUS[::3]:
             query = case.values[0]
-            answer = await call("project_query", arguments=query)
+            session = (await call("session_open", subject="one hostile query", budget=1))["session"]
+            answer = await call("project_query", session=session, arguments=query)
             expected, _ = outcome(reference, query)
             if not isinstance(query, dict):
                 assert answer["error"] == "invalid_input"

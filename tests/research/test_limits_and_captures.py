@@ -202,7 +202,7 @@ def test_the_read_line_limit_pages_a_read(tmp_path: Path, bulk: Repo) -> None:
 def test_the_time_limit_stops_git_and_says_so(tmp_path: Path) -> None:
     """A loose object replaced by a FIFO: git blocks opening it, deterministically, until it is killed."""
     repo = build_repo(tmp_path / "repo")
-    service = service_with(tmp_path, repo, timeout_seconds=0.2)
+    service = service_with(tmp_path, repo, timeout_seconds=0.2).research  # the bare service (no session to block)
     blob = repo.blob("src/app.py")
     loose = repo.path / ".git" / "objects" / blob[:2] / blob[2:]
     loose.unlink()
@@ -216,7 +216,6 @@ def test_the_time_limit_stops_git_and_says_so(tmp_path: Path) -> None:
         assert caught.value.code == "research_unavailable"
         assert caught.value.details == {"timeout_seconds": 0.2}
         assert "0.2 seconds" in caught.value.message
-    assert list((tmp_path / "evidence").glob("*.json")) == []  # a failed query leaves no capture
     # The tree is still readable (a listing hashes each file it lists: src/app.py's blob is the FIFO).
     files = service.query({"kind": "source.files", "substring": "db/"})["result"]
     assert files["complete"] is True
@@ -234,15 +233,16 @@ def test_an_identical_answer_is_one_capture_written_once(tmp_path: Path, repo: R
     service = service_with(tmp_path, repo)
     query = {"kind": "source.search", "text": "handle_order"}
     first = service.query(query)
-    file = tmp_path / "evidence" / f"{first['capture']}.json"
+    file = service.evidence_dir / f"{first['capture']}.json"
     os.utime(file, (1_000_000_000, 1_000_000_000))
     again = service.query(dict(query))
     assert again == first
-    assert sorted(os.listdir(tmp_path / "evidence")) == [file.name]  # no second file, no temporary left
+    assert sorted(os.listdir(service.evidence_dir)) == [file.name]  # no second file, no temporary left
     assert file.stat().st_mtime == 1_000_000_000
-    other = service_with(tmp_path / "other", repo).query(query)
+    other_service = service_with(tmp_path / "other", repo)
+    other = other_service.query(query)
     assert other["capture"] == first["capture"]
-    assert (tmp_path / "other" / "evidence" / file.name).read_bytes() == file.read_bytes()
+    assert (other_service.evidence_dir / file.name).read_bytes() == file.read_bytes()
     assert service.query({**query, "limit": 3})["capture"] != first["capture"]
 
 
@@ -251,20 +251,20 @@ def test_a_torn_capture_file_is_replaced_when_the_capture_recurs(tmp_path: Path,
     service = service_with(tmp_path, repo)
     query = {"kind": "source.search", "text": "handle_order"}
     first = service.query(query)
-    file = tmp_path / "evidence" / f"{first['capture']}.json"
+    file = service.evidence_dir / f"{first['capture']}.json"
     intact = file.read_bytes()
     file.write_bytes(torn)  # what a power loss can leave of a file that never reached the disk
     assert not verify_capture(file)
     assert service.query(query) == first
     assert file.read_bytes() == intact
-    assert sorted(os.listdir(tmp_path / "evidence")) == [file.name]
+    assert sorted(os.listdir(service.evidence_dir)) == [file.name]
 
 
 def test_a_capture_is_named_by_its_hash_and_holds_request_origin_and_result(tmp_path: Path, repo: Repo) -> None:
     service = service_with(tmp_path, repo)
     query = {"kind": "source.read", "path": "src/app.py", "start_line": 6, "end_line": 8}
     answer = service.query(query)
-    file = tmp_path / "evidence" / f"{answer['capture']}.json"
+    file = service.evidence_dir / f"{answer['capture']}.json"
     content = file.read_bytes()
     assert hashlib.sha256(content).hexdigest() == answer["capture"] == file.stem
     assert verify_capture(file)
@@ -285,7 +285,7 @@ def test_an_empty_answer_keeps_its_request_and_coverage(tmp_path: Path, repo: Re
     service = service_with(tmp_path, repo)
     query = {"kind": "source.symbol", "symbol": "never_defined", "path_prefix": "src"}
     answer = service.query(query)
-    document = json.loads((tmp_path / "evidence" / f"{answer['capture']}.json").read_bytes())
+    document = json.loads((service.evidence_dir / f"{answer['capture']}.json").read_bytes())
     assert document["request"] == query
     assert document["result"]["hits"] == []
     assert (document["result"]["total_hits"], document["result"]["complete"]) == (0, True)
@@ -300,12 +300,12 @@ def test_captures_are_readable_with_no_repository(tmp_path: Path, repo: Repo) ->
         {"kind": "source.read", "path": "db/schema.sql", "start_line": 1, "end_line": 5})]
     shutil.rmtree(repo.path)
     for answer in answers:
-        file = tmp_path / "evidence" / f"{answer['capture']}.json"
+        file = service.evidence_dir / f"{answer['capture']}.json"
         assert verify_capture(file)
         document = json.loads(file.read_text(encoding="utf-8"))
         assert document["result"] == answer["result"]
         assert document["origin"]["commit"] == repo.pin
-    read = json.loads((tmp_path / "evidence" / f"{answers[2]['capture']}.json").read_bytes())
+    read = json.loads((service.evidence_dir / f"{answers[2]['capture']}.json").read_bytes())
     assert read["result"]["lines"][0] == {"line": 1, "text": "CREATE TABLE orders ("}
 
 
@@ -329,18 +329,23 @@ async def test_the_tool_stores_the_capture_in_the_workspace_and_audits_it(resear
     query = {"kind": "source.search", "text": "handle_order", "path_prefix": "src"}
     async with agent_of(application, alpha.agent) as call:
         assert "project_query" in await call.tools()
-        first = await call("project_query", arguments=query)
-        again = await call("project_query", arguments=query)
-        refused = await call("project_query", arguments={"kind": "source.read", "path": ".git/config",
-                                                         "start_line": 1, "end_line": 2})
+        session = (await call("session_open", subject="Where are orders handled?"))["session"]
+        first = await call("project_query", session=session, arguments=query)
+        again = await call("project_query", session=session, arguments=query)
+        refused = await call("project_query", session=session, arguments={"kind": "source.read", "path": ".git/config",
+                                                                          "start_line": 1, "end_line": 2})
     async with agent_of(application, beta.agent) as call:
-        other = await call("project_query", arguments=query)
+        other_session = (await call("session_open", subject="Where are orders handled?"))["session"]
+        other = await call("project_query", session=other_session, arguments=query)
     assert "error" not in first
-    assert again == first
-    assert other == first
+    assert (first["evidence"], again["evidence"], again["repeat_of"]) == (1, 2, 1)
+    assert {key: again[key] for key in ("capture", "origin", "result")} == {
+        key: first[key] for key in ("capture", "origin", "result")}
+    assert {key: other[key] for key in ("capture", "origin", "result")} == {
+        key: first[key] for key in ("capture", "origin", "result")}
     assert refused["error"] == "invalid_input"
     assert first["origin"]["commit"] == repo.pin
-    file = application.settings.data_dir / "evidence" / "alpha" / f"{first['capture']}.json"
+    file = application.sessions.session_folder("alpha", session) / f"{first['capture']}.json"
     assert verify_capture(file)
     assert json.loads(file.read_bytes())["result"] == first["result"]
     with OwnerSQL(application.settings) as sql:
@@ -350,10 +355,10 @@ async def test_the_tool_stores_the_capture_in_the_workspace_and_audits_it(resear
         assert all(content.encode("utf-8") == file.read_bytes() for _, _, content in rows)
         events = research_events(sql, alpha.agent.workspace_id)
         assert events == [
-            {"actor": "agent:alpha-agent", "subject": "app", "kind": "source.search", "capture": first["capture"],
-             "commit": repo.pin, "new": True},
-            {"actor": "agent:alpha-agent", "subject": "app", "kind": "source.search", "capture": first["capture"],
-             "commit": repo.pin, "new": False},
+            {"actor": "agent:alpha-agent", "subject": "app", "session": session, "kind": "source.search",
+             "capture": first["capture"], "evidence": 1, "commit": repo.pin, "new": True},
+            {"actor": "agent:alpha-agent", "subject": "app", "session": session, "kind": "source.search",
+             "capture": first["capture"], "evidence": 2, "commit": repo.pin, "new": False, "repeat_of": 1},
         ]
         assert [event["new"] for event in research_events(sql, beta.agent.workspace_id)] == [True]
     from armarius.audit.chain import verify_chain
@@ -364,8 +369,8 @@ async def test_the_tool_stores_the_capture_in_the_workspace_and_audits_it(resear
 def test_a_human_reader_may_query_too(research_app: tuple[Armarius, Repo]) -> None:
     application, _repo = research_app
     team = make_team(application, "alpha", human_role=Role.READER)
-    assert application.research is not None
-    answer = application.research.query({"kind": "source.files", "substring": "src/"}, team.human)
+    session = application.sessions.open(team.human, "Which files are there?")["session"]
+    answer = application.sessions.query(team.human, session, {"kind": "source.files", "substring": "src/"})
     assert len(answer["result"]["files"]) == 3
     with OwnerSQL(application.settings) as sql:
         assert [event["actor"] for event in research_events(sql, team.human.workspace_id)] == ["human:alpha-human"]
@@ -376,8 +381,8 @@ async def test_without_a_research_configuration_there_is_no_research_tool(app: A
     assert app.research is None
     team = make_team(app, "alpha")
     async with agent_of(app, team.agent) as call:
-        assert "project_query" not in await call.tools()
-        refused = await call("project_query", arguments={"kind": "source.files", "substring": "src"})
+        assert not {"project_query", "session_open"} & await call.tools()
+        refused = await call("project_query", session=1, arguments={"kind": "source.files", "substring": "src"})
     assert refused["error"] == "not_found"
     with OwnerSQL(app.settings) as sql:
         assert sql.count("captures") == 0

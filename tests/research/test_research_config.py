@@ -77,7 +77,7 @@ def test_a_relative_repository_resolves_against_the_files_folder(tmp_path: Path,
     monkeypatch.chdir(elsewhere)
     config = load_research_config(path)
     assert config.sources["app"].repository.path == repo.path.resolve()
-    service = ResearchService(config, evidence_dir=tmp_path / "evidence")
+    service = ResearchService(config)
     assert service.query({"kind": "source.files", "substring": "src/app.py"})["result"]["total"] == 1
     # The same relative path from the working folder would not exist: the file's folder is what counts.
     assert not (elsewhere / "../../repo").resolve().joinpath(".git").exists()
@@ -86,7 +86,7 @@ def test_a_relative_repository_resolves_against_the_files_folder(tmp_path: Path,
 def test_a_bare_repository_is_a_source(tmp_path: Path, repo: Repo) -> None:
     git(tmp_path, "clone", "-q", "--bare", str(repo.path), str(tmp_path / "bare.git"))
     config = load_research_config(config_with(tmp_path, repo, repository="bare.git"))
-    service = ResearchService(config, evidence_dir=tmp_path / "evidence")
+    service = ResearchService(config)
     hits = service.query({"kind": "source.symbol", "symbol": "handle_order"})["result"]["hits"]
     assert {hit["path"] for hit in hits} == {"src/app.py", "db/schema.sql"}
 
@@ -158,7 +158,7 @@ def test_whole_file_problems_are_refused(tmp_path: Path, repo: Repo) -> None:
 def test_with_two_sources_a_query_names_one(tmp_path: Path, repo: Repo) -> None:
     two = write_config(tmp_path / "two.toml", [source_entry(repo), {**source_entry(repo, "later"),
                                                                      "commit": repo.later}])
-    service = ResearchService(load_research_config(two), evidence_dir=tmp_path / "evidence")
+    service = ResearchService(load_research_config(two))
     query = {"kind": "source.symbol", "symbol": "process_order"}
     with pytest.raises(ArmariusError) as caught:
         service.query(query)

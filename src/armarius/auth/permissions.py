@@ -14,6 +14,8 @@ class Permission(StrEnum):
     DRAFTS_CREATE = "drafts.create"
     REPAIRS_PROPOSE = "repairs.propose"
     RESEARCH_QUERY = "research.query"
+    SESSIONS_MANAGE = "sessions.manage"
+    SESSIONS_TAKEOVER = "sessions.takeover"
     APPROVALS_ISSUE = "approvals.issue"
     PRINCIPALS_MANAGE = "principals.manage"
 
@@ -31,7 +33,7 @@ class Kind(StrEnum):
 
 _READER = frozenset({Permission.MEMORY_READ, Permission.RESEARCH_QUERY})
 _EDITOR = _READER | {Permission.MEMORY_WRITE, Permission.DRAFTS_CREATE, Permission.REPAIRS_PROPOSE}
-_HUMAN_EDITOR = _EDITOR | {Permission.MEMORY_CURATE, Permission.APPROVALS_ISSUE}
+_HUMAN_EDITOR = _EDITOR | {Permission.MEMORY_CURATE, Permission.APPROVALS_ISSUE, Permission.SESSIONS_MANAGE}
 
 ROLE_PERMISSIONS: dict[tuple[Kind, Role], frozenset[Permission]] = {
     (Kind.AGENT, Role.READER): _READER,
@@ -48,6 +50,8 @@ AGENT_FORBIDDEN = frozenset({
     Permission.MEMORY_MANAGE,
     Permission.EVIDENCE_MANAGE,
     Permission.PRINCIPALS_MANAGE,
+    Permission.SESSIONS_MANAGE,
+    Permission.SESSIONS_TAKEOVER,
 })
 
 

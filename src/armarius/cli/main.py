@@ -17,6 +17,7 @@ from armarius.cli.identity import principal, token, workspace
 from armarius.cli.memory import memory
 from armarius.cli.research import research
 from armarius.cli.server import demo, init, mcp, serve
+from armarius.cli.sessions import sessions
 from armarius.errors import ArmariusError, InternalError
 
 logger = logging.getLogger("armarius.cli")
@@ -40,6 +41,8 @@ class ArmariusGroup(click.Group):
 _NEXT_STEPS = {
     ("memory", "not_found"): "`{armarius} memory list` and `{armarius} memory search WORDS` (with your --workspace "
                              "and --as) show the entries there are.",
+    ("sessions", "not_found"): "`{armarius} sessions list` (with your --workspace and --as) shows the sessions you "
+                               "may see.",
 }
 
 
@@ -68,7 +71,8 @@ def cli(ctx: click.Context, data_dir: Path | None, as_json: bool) -> None:
     ctx.obj = CliContext(data_dir=data_dir, as_json=as_json)
 
 
-for command in (init, serve, mcp, demo, workspace, principal, token, memory, approve, drafts, research, audit):
+for command in (init, serve, mcp, demo, workspace, principal, token, memory, approve, drafts, research, sessions,
+                audit):
     cli.add_command(command)
 
 

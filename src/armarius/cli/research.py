@@ -9,6 +9,7 @@ import click
 
 from armarius.cli.context import CliContext, pass_cli
 from armarius.errors import InvalidInput
+from armarius.research.captures import write_capture
 from armarius.research.config import load_research_config
 from armarius.research.service import ResearchService
 
@@ -33,9 +34,10 @@ def research_query(cli: CliContext, config_path: Path, query_path: Path, evidenc
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise InvalidInput(f"The query file is not UTF-8 JSON: {error}", field="query") from None
     config = load_research_config(config_path.resolve(), cli.settings.environ)
-    service = ResearchService(config, evidence_dir=evidence or config_path.resolve().parent / "evidence")
+    service = ResearchService(config)
     try:
-        answer = service.query(arguments)
+        answer = service.answer(arguments)
     finally:
         service.close()
-    click.echo(json.dumps(answer, ensure_ascii=False, indent=None if cli.as_json else 2, sort_keys=True))
+    write_capture(evidence or config_path.resolve().parent / "evidence", answer.capture)
+    click.echo(json.dumps(answer.view(), ensure_ascii=False, indent=None if cli.as_json else 2, sort_keys=True))

@@ -1,4 +1,4 @@
-"""Research tools for agents: one structured query surface over what the operator configured."""
+"""Research tools for agents: sessions, and one structured query surface over what the operator configured."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
 from armarius.mcp.registry import ToolSpec
 from armarius.research.service import query_schema
+from armarius.sessions.model import SUBJECT_MAX, Status
+from armarius.validation import INT64_MAX
 
 #: The published project-query-v1 schema, offered as an MCP resource next to the tool.
 SCHEMA_URI = "armarius://schemas/project-query-v1.json"
@@ -20,37 +22,107 @@ def schema_resource() -> tuple[str, str]:
     return SCHEMA_URI, json.dumps(query_schema(), ensure_ascii=False, indent=1)
 
 
+SESSION = {"type": "integer", "minimum": 1, "maximum": INT64_MAX,
+           "description": "The session id session_open returned."}
+
+
+def _open(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
+    return app.sessions.open(actor, arguments["subject"], arguments.get("budget"))
+
+
+def _show(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
+    return app.sessions.show(actor, arguments["session"])
+
+
+def _list(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
+    return {"sessions": app.sessions.list(actor, status=arguments.get("status"))}
+
+
+def _close(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
+    return app.sessions.close(actor, arguments["session"])
+
+
 def _query(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
-    assert app.research is not None
-    return app.research.query(arguments["arguments"], actor)
+    return app.sessions.query(actor, arguments["session"], arguments["arguments"])
+
+
+def _research_configured(app: Armarius) -> bool:
+    return app.research is not None
 
 
 TOOLS = [
     ToolSpec(
+        name="session_open",
+        description=(
+            "Open a research session for one question or bug case before investigating with project_query. "
+            "subject: the question. budget (optional): how many queries you expect to need, up to the server's "
+            "maximum (a default applies otherwise); every project_query costs one, also a repeated one. "
+            "Returns the session id. A session that hits a failing source, or too many invalid queries in a row, "
+            "blocks until a human resumes it; close it with session_close when you are done."
+        ),
+        handler=_open,
+        permission=Permission.RESEARCH_QUERY,
+        properties={"subject": {"type": "string", "maxLength": SUBJECT_MAX, "description": "The question."},
+                    "budget": {"type": "integer", "minimum": 1, "maximum": INT64_MAX}},
+        required=("subject",),
+        read_only=False,
+        available=_research_configured,
+    ),
+    ToolSpec(
+        name="session_show",
+        description=("A session's status (open, blocked with its reason, closed), budget left, and a summary of "
+                     "its evidence with the latest records."),
+        handler=_show,
+        permission=Permission.RESEARCH_QUERY,
+        properties={"session": SESSION},
+        required=("session",),
+        available=_research_configured,
+    ),
+    ToolSpec(
+        name="sessions",
+        description="Your research sessions, newest first, optionally only those in one status.",
+        handler=_list,
+        permission=Permission.RESEARCH_QUERY,
+        properties={"status": {"type": "string", "enum": [status.value for status in Status]}},
+        available=_research_configured,
+    ),
+    ToolSpec(
+        name="session_close",
+        description="Close your session when the question is answered: it stays readable and takes no more queries.",
+        handler=_close,
+        permission=Permission.RESEARCH_QUERY,
+        properties={"session": SESSION},
+        required=("session",),
+        read_only=False,
+        available=_research_configured,
+    ),
+    ToolSpec(
         name="project_query",
         description=(
-            "Investigate the project: its source at the commit the operator pinned (never the working tree) and its "
-            "databases, read-only. arguments follows the project-query-v1 schema. Source: {kind: 'source.files', "
-            "substring} lists paths; {kind: 'source.search', text, path_prefix?} finds a literal text; {kind: "
-            "'source.symbol', symbol} finds a whole word; {kind: 'source.registration', symbol} gives starting points"
-            " for where it is registered; {kind: 'source.schema', text} searches SQL files; {kind: 'source.read', "
-            "path, start_line, end_line} reads lines. Hits are lexical: they prove no definition or execution. "
-            "Databases: {kind: 'database.tables'} lists the allowlisted tables; {kind: 'database.schema', table} "
-            "gives columns, kinds, keys and indexes (filter on indexed columns); {kind: 'database.rows', table, "
-            "columns?, filters?: [{column, op (or operator): eq|ne|lt|le|gt|ge|contains|in, value}], "
-            "order_by?: [{column, direction}], offset?, limit?} reads a page; {kind: 'database.count', table, "
-            "filters?} counts. Filters "
-            "join with AND; null with eq/ne is IS NULL/IS NOT NULL; give decimals as strings to keep them exact. Add "
-            "source or database when several are configured. complete: false / complete_filtered_rows: false means "
-            "something was cut or paged (see next_offset; a search that stopped counting gives total_hits null and "
-            "total_hits_at_least); only a complete answer with nothing found is evidence of "
-            "absence, and only for that snapshot and predicate. Every answer is saved as a capture (its id is "
-            f"returned). The full JSON schema of arguments is the resource {SCHEMA_URI} (resources/read)."
+            "Investigate the project inside an open session (session_open first): its source at the commit the "
+            "operator pinned (never the working tree) and its databases, read-only. arguments follows the project-"
+            "query-v1 schema. Source: {kind: 'source.files', substring} lists paths; {kind: 'source.search', text, "
+            "path_prefix?} finds a literal text; {kind: 'source.symbol', symbol} finds a whole word; {kind: "
+            "'source.registration', symbol} gives starting points for where it is registered; {kind: 'source.schema',"
+            " text} searches SQL files; {kind: 'source.read', path, start_line, end_line} reads lines. Hits are "
+            "lexical: they prove no definition or execution. Databases: {kind: 'database.tables'} lists the "
+            "allowlisted tables; {kind: 'database.schema', table} gives columns, kinds, keys and indexes (filter on "
+            "indexed columns); {kind: 'database.rows', table, columns?, filters?: [{column, op (or operator): "
+            "eq|ne|lt|le|gt|ge|contains|in, value}], order_by?: [{column, direction}], offset?, limit?} reads a page;"
+            " {kind: 'database.count', table, filters?} counts. Filters join with AND; null with eq/ne is IS NULL/IS "
+            "NOT NULL; give decimals as strings to keep them exact. Add source or database when several are "
+            "configured. complete: false / complete_filtered_rows: false means something was cut or paged (see "
+            "next_offset; a search that stopped counting gives total_hits null and total_hits_at_least); only a "
+            "complete answer with nothing found is evidence of absence, and only for that snapshot and predicate. "
+            "Every answer is recorded as evidence of the session (its capture id and evidence number are returned); "
+            "each query costs one action of budget. "
+            f"The full JSON schema of arguments is the resource {SCHEMA_URI} (resources/read)."
         ),
         handler=_query,
         permission=Permission.RESEARCH_QUERY,
-        properties={"arguments": {"type": "object", "description": "A project-query-v1 query."}},
-        required=("arguments",),
-        available=lambda app: app.research is not None,
+        properties={"session": SESSION, "arguments": {"type": "object", "description": "A project-query-v1 query."}},
+        required=("session", "arguments"),
+        read_only=False,
+        available=_research_configured,
     ),
 ]

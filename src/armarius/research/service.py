@@ -6,18 +6,13 @@ import json
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
-from armarius.audit import chain as audit
-from armarius.auth.model import Actor
-from armarius.auth.permissions import Permission
 from armarius.errors import InvalidInput, NotFound
 from armarius.research import source as source_queries
-from armarius.research.captures import SCHEMA, Capture, build_capture, write_capture
+from armarius.research.captures import SCHEMA, Capture, build_capture
 from armarius.research.config import GitSource, ResearchConfig, shown
 from armarius.research.database import DatabaseResearch
-from armarius.store import Database, utc_now
 from armarius.validation import StrictValidator, check, inline_refs
 
 _KINDS = {"source.files": "files", "source.search": "search", "source.symbol": "symbol",
@@ -47,11 +42,31 @@ def validate_query(arguments: Any) -> dict[str, Any]:
     return check(_validator(arguments["kind"]), arguments, what="the project query")
 
 
+@dataclass(frozen=True)
+class Answer:
+    """One answer, frozen: the checked request, where it came from, what was read, and its capture."""
+
+    request: dict[str, Any]
+    origin: dict[str, Any]
+    result: dict[str, Any]
+    capture: Capture
+
+    @property
+    def kind(self) -> str:
+        return str(self.request["kind"])
+
+    def view(self) -> dict[str, Any]:
+        """What a caller is shown: read back from the capture's bytes, so it is exactly what was kept."""
+        document = json.loads(self.capture.content)
+        return {"capture": self.capture.id, "origin": document["origin"], "result": document["result"]}
+
+
 @dataclass
 class ResearchService:
+    """Runs queries against what the operator configured. It writes nothing: recording an answer as
+    evidence is the session controller's job (:mod:`armarius.sessions`)."""
+
     config: ResearchConfig
-    evidence_dir: Path
-    database: Database | None = None
     _names: tuple[str, ...] = field(init=False)
     _databases: DatabaseResearch = field(init=False)
 
@@ -62,22 +77,29 @@ class ResearchService:
     def close(self) -> None:
         self._databases.close()
 
-    def query(self, arguments: Any, actor: Actor | None = None) -> dict[str, Any]:
-        """Run one query; the answer and its capture id. With an actor, recorded in its workspace."""
-        if actor is not None:
-            actor.require(Permission.RESEARCH_QUERY)
-        request = validate_query(arguments)
+    @property
+    def longest_timeout(self) -> float:
+        """The longest a single query may take, in seconds (a deep source search runs git up to three times)."""
+        timeouts = [3 * source.limits.timeout_seconds for source in self.config.sources.values()]
+        timeouts += [database.limits.timeout_seconds for database in self.config.databases.values()]
+        return max(timeouts, default=0.0)
+
+    def answer(self, arguments: Any) -> Answer:
+        """Check and run one query; the answer with its capture (content-addressed), written nowhere."""
+        return self.run(validate_query(arguments))
+
+    def run(self, request: dict[str, Any]) -> Answer:
+        """Run a query that :func:`validate_query` accepted."""
         if request["kind"].startswith("database."):
-            answer = self._databases.run(request)
+            result = self._databases.run(request)
         else:
-            answer = source_queries.run(self._source(request.get("source")), request)
-        origin = answer.pop("origin")
-        capture = build_capture(request, origin, answer)
-        folder = self.evidence_dir if actor is None else self.evidence_dir / actor.workspace
-        write_capture(folder, capture)
-        if actor is not None and self.database is not None:
-            self._record(actor, capture, request["kind"], origin)
-        return {"capture": capture.id, "origin": origin, "result": answer}
+            result = source_queries.run(self._source(request.get("source")), request)
+        origin = result.pop("origin")
+        return Answer(request, origin, result, build_capture(request, origin, result))
+
+    def query(self, arguments: Any) -> dict[str, Any]:
+        """Run one query outside any session (offline use, tests): the answer and its capture id."""
+        return self.answer(arguments).view()
 
     def _source(self, name: str | None) -> GitSource:
         if not self._names:
@@ -90,17 +112,3 @@ class ResearchService:
             raise NotFound(f"There is no source {shown(name)}; configured: {', '.join(self._names)}.",
                            field="source")
         return self.config.sources[name]
-
-    def _record(self, actor: Actor, capture: Capture, kind: str, origin: dict[str, Any]) -> None:
-        assert self.database is not None
-        with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
-            fresh = tx.execute(
-                "INSERT INTO captures (workspace_id, capture_id, content, created_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT DO NOTHING",
-                (actor.workspace_id, capture.id, capture.content.decode("utf-8"), utc_now()),
-            )
-            pin: dict[str, Any] = {key: origin[key] for key in ("commit", "snapshot") if key in origin}
-            subject = origin.get("source") or origin.get("database") or "databases"
-            audit.append(tx, actor=actor.audit_name, action="research.query", subject=subject, details={
-                "kind": kind, "capture": capture.id, **pin, "new": bool(fresh),
-            })

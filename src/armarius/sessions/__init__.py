@@ -1,0 +1,1 @@
+"""Research sessions: budgeted investigations whose answers land atomically as evidence."""
