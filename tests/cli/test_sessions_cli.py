@@ -117,7 +117,7 @@ def test_list_and_show_in_text_and_json(lab: Lab) -> None:
     second = lab.open(long_subject, budget=7)
 
     listing = lab.json("sessions", "list")
-    assert listing == lab.app.sessions.list(lab.team.human, everyone=True)
+    assert listing == lab.app.sessions.list_sessions(lab.team.human, everyone=True)
     assert [(s["session"], s["status"]) for s in listing] == [(second, "open"), (first, "blocked")]
     assert [s["session"] for s in lab.json("sessions", "list", "--status", "blocked")] == [first]
     assert lab.json("sessions", "list", "--mine") == []  # the human owns none of them

@@ -733,6 +733,8 @@ def assert_failure_is_clean(service: ResearchService, forbidden: list[str], capl
     assert (error.details["reason"], error.details["cause"]["code"]) == ("research_unavailable", "research_unavailable")
     assert error.details["cause"]["details"] == {"database": "world", "reason": reason}
     history = service.sessions.history(service._agent, service.session)  # what the session keeps of it
+    assert (history["status"], history["reason"]) == ("blocked", "research_unavailable")
+    assert (history["evidence"]["records"], history["budget"]["used"], history["budget"]["held"]) == (0, 0, 1)
     shown = [error.message, str(error.details), "".join(traceback.format_exception(error)), caplog.text,
              *(record.getMessage() for record in caplog.records), repr(history)]
     for text in shown:

@@ -232,13 +232,13 @@ def test_sessions_are_private_to_their_owner_and_workspace(lab: Lab) -> None:
                      lambda actor: sessions.close(actor, session), lambda actor: sessions.verify(actor, session)):
             with changes_nothing(lab, NotFound):
                 call(stranger)
-        assert session not in [listed["session"] for listed in sessions.list(stranger, everyone=True)]
+        assert session not in [listed["session"] for listed in sessions.list_sessions(stranger, everyone=True)]
     for call in (lambda actor: sessions.resume(actor, session), lambda actor: sessions.take_over(actor, session)):
         with changes_nothing(lab, (NotFound, NotAllowed)):  # type: ignore[arg-type]
             call(other.human)
     # A human who manages sessions sees every session of the workspace; the agent sees its own.
-    assert [listed["session"] for listed in sessions.list(team.human, everyone=True)] == [session]
-    assert sessions.list(second) == []
+    assert [listed["session"] for listed in sessions.list_sessions(team.human, everyone=True)] == [session]
+    assert sessions.list_sessions(second) == []
 
 
 def test_an_administrator_takes_a_session_over_before_acting_in_it(lab: Lab) -> None:

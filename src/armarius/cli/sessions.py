@@ -84,7 +84,7 @@ def sessions_list(cli: CliContext, status: str | None, mine: bool, workspace: st
                   password: str | None) -> None:
     """Sessions, newest first (subjects cut short; `sessions show ID` prints one in full)."""
     with _acting(cli, workspace, principal, password) as (app, actor):
-        listing = app.sessions.list(actor, status=status, everyone=not mine)
+        listing = app.sessions.list_sessions(actor, status=status, everyone=not mine)
     rows = [(s["session"], _status(s), reveal(s["owner"]), f"{s['budget']['used']}/{s['budget']['total']}",
              s["updated_at"], _cut(s["subject"])) for s in listing]
     text = format_table([("ID", "STATUS", "OWNER", "BUDGET", "UPDATED", "SUBJECT"), *rows])

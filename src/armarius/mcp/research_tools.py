@@ -35,7 +35,7 @@ def _show(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
 
 
 def _list(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
-    return {"sessions": app.sessions.list(actor, status=arguments.get("status"))}
+    return {"sessions": app.sessions.list_sessions(actor, status=arguments.get("status"))}
 
 
 def _close(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:

@@ -100,31 +100,30 @@ def last_blocking_checkpoint(tx: Tx, session_id: int) -> Row | None:
 # Reservations --------------------------------------------------------------------------------------
 
 
-def insert_reservation(tx: Tx, session_id: int, *, actor: str, holder: str, lease_until: str, at: str) -> int:
+def insert_reservation(tx: Tx, session_id: int, *, actor: str, holder: str, lease_until: str, at: str,
+                       state: Reservation = Reservation.RESERVED) -> int:
     row = tx.one(
-        "INSERT INTO session_reservations (workspace_id, session_id, state, actor, holder, lease_until, created_at) "
-        "VALUES (?, ?, 'reserved', ?, ?, ?, ?) RETURNING id",
-        (tx.require_workspace(), session_id, actor, holder, lease_until, at),
+        "INSERT INTO session_reservations (workspace_id, session_id, state, actor, holder, lease_until, created_at, "
+        "settled_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (tx.require_workspace(), session_id, state.value, actor, holder, lease_until, at,
+         None if state is Reservation.RESERVED else at),
     )
     assert row is not None
     return int(row["id"])
 
 
-def reservations(tx: Tx, session_id: int, state: Reservation) -> list[Row]:
-    return tx.all("SELECT id, actor, holder, lease_until, created_at FROM session_reservations "
-                  "WHERE workspace_id = ? AND session_id = ? AND state = ? ORDER BY id",
-                  (tx.require_workspace(), session_id, state.value))
+def live_reservations(tx: Tx, session_id: int) -> list[Row]:
+    """The session's reservations still counted against its budget (running or held), oldest first."""
+    return tx.all("SELECT id, state, actor, holder, lease_until, created_at FROM session_reservations "
+                  "WHERE workspace_id = ? AND session_id = ? AND state IN ('reserved', 'held') ORDER BY id",
+                  (tx.require_workspace(), session_id))
 
 
-def take_held(tx: Tx, session_id: int, *, actor: str, holder: str, lease_until: str) -> int | None:
-    """Turn the reservation a failed source left held back into a running one; its id, or None."""
-    row = tx.one("SELECT id FROM session_reservations WHERE workspace_id = ? AND session_id = ? AND state = 'held' "
-                 "ORDER BY id LIMIT 1", (tx.require_workspace(), session_id))
-    if row is None:
-        return None
+def renew(tx: Tx, reservation_id: int, *, actor: str, holder: str, lease_until: str) -> None:
+    """Turn a held reservation back into a running one, for the query that retries."""
     tx.execute("UPDATE session_reservations SET state = 'reserved', actor = ?, holder = ?, lease_until = ? "
-               "WHERE workspace_id = ? AND id = ?", (actor, holder, lease_until, tx.require_workspace(), row["id"]))
-    return int(row["id"])
+               "WHERE workspace_id = ? AND id = ?",
+               (actor, holder, lease_until, tx.require_workspace(), reservation_id))
 
 
 def settle(tx: Tx, reservation_id: int, *, to: Reservation, at: str, only_from: Reservation = Reservation.RESERVED,
@@ -162,25 +161,25 @@ def insert_capture(tx: Tx, capture_id: str, content: str, *, at: str) -> bool:
     ) == 1
 
 
-def first_record_of(tx: Tx, session_id: int, capture_id: str) -> int | None:
-    """The session's first evidence record of this capture (an identical later result repeats it)."""
-    seq = tx.scalar("SELECT min(seq) AS seq FROM evidence_records WHERE workspace_id = ? AND session_id = ? "
-                    "AND capture_id = ?", (tx.require_workspace(), session_id, capture_id))
-    return None if seq is None else int(seq)
+def next_record(tx: Tx, session_id: int, capture_id: str) -> tuple[int, int | None]:
+    """The next evidence record's number, and the session's first record of this capture (an identical
+    later result repeats it), or None."""
+    row = tx.one("SELECT coalesce(max(seq), 0) + 1 AS next, min(CASE WHEN capture_id = ? THEN seq END) AS first "
+                 "FROM evidence_records WHERE workspace_id = ? AND session_id = ?",
+                 (capture_id, tx.require_workspace(), session_id))
+    assert row is not None
+    return int(row["next"]), None if row["first"] is None else int(row["first"])
 
 
-def insert_record(tx: Tx, session_id: int, *, capture_id: str, request: dict[str, Any], principal_id: int,
-                  actor: str, repeat_of: int | None, at: str) -> int:
+def insert_record(tx: Tx, session_id: int, *, seq: int, capture_id: str, request: dict[str, Any],
+                  principal_id: int, actor: str, repeat_of: int | None, at: str) -> None:
     workspace = tx.require_workspace()
-    seq = int(tx.scalar("SELECT coalesce(max(seq), 0) + 1 AS next FROM evidence_records "
-                        "WHERE workspace_id = ? AND session_id = ?", (workspace, session_id)))
     tx.execute(
         "INSERT INTO evidence_records (workspace_id, session_id, seq, capture_id, request_kind, request, principal_id, "
         "actor, repeat_of, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (workspace, session_id, seq, capture_id, request["kind"], canonical_json(request), principal_id, actor,
          repeat_of, at),
     )
-    return seq
 
 
 def records(tx: Tx, session_id: int, *, latest: int | None = None) -> list[Row]:

@@ -114,7 +114,7 @@ class SessionService:
             view["evidence"]["records_list"] = [_record_view(record) for record in queries.records(tx, session_id)]
         return view
 
-    def list(self, actor: Actor, *, status: str | None = None, everyone: bool = False) -> list[dict[str, Any]]:
+    def list_sessions(self, actor: Actor, *, status: str | None = None, everyone: bool = False) -> list[dict[str, Any]]:
         """The caller's sessions, newest first; with ``everyone``, a session manager sees all of the workspace."""
         if not actor.can(Permission.SESSIONS_MANAGE):
             actor.require(Permission.RESEARCH_QUERY)
@@ -156,16 +156,19 @@ class SessionService:
 
     def _reserve(self, actor: Actor, session_id: int) -> int:
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
+            # Losing this commit to a database crash loses only the reservation; the evidence commit that
+            # depends on it is synchronous and so makes it durable first.
+            tx.defer_flush()
             now = self.clock()
             row = self._queryable(tx, actor, session_id)
-            self._release_interrupted(tx, actor, session_id, now)
+            live = self._release_interrupted(tx, actor, session_id, now)
             lease = iso_utc(now + self._lease())
-            held = queries.take_held(tx, session_id, actor=actor.audit_name, holder=current_holder(), lease_until=lease)
-            if held is not None:
-                return held
-            live = len(queries.reservations(tx, session_id, Reservation.RESERVED))
-            if row["used"] + live >= row["budget"]:
-                raise _exhausted(row, live)
+            held = next((reservation["id"] for reservation in live if reservation["state"] == Reservation.HELD), None)
+            if held is not None:  # the unit a failed source left held is the retry's
+                queries.renew(tx, held, actor=actor.audit_name, holder=current_holder(), lease_until=lease)
+                return int(held)
+            if row["used"] + len(live) >= row["budget"]:
+                raise _exhausted(row, len(live))
             return queries.insert_reservation(tx, session_id, actor=actor.audit_name, holder=current_holder(),
                                               lease_until=lease, at=iso_utc(now))
 
@@ -179,15 +182,16 @@ class SessionService:
                 # the answer still counts if the budget has room for it.
                 if row["status"] == Status.CLOSED:
                     raise _closed(session_id)
-                live = len(queries.reservations(tx, session_id, Reservation.RESERVED))
+                live = len(queries.live_reservations(tx, session_id))
                 if row["used"] + live >= row["budget"]:
                     raise _exhausted(row, live)
-                queries.settle(tx, reservation, to=Reservation.CONSUMED, at=at, only_from=Reservation.RELEASED)
+                if not queries.settle(tx, reservation, to=Reservation.CONSUMED, at=at, only_from=Reservation.RELEASED):
+                    queries.insert_reservation(tx, session_id, actor=actor.audit_name, holder=current_holder(),
+                                               lease_until=at, at=at, state=Reservation.CONSUMED)
             new = queries.insert_capture(tx, capture.id, capture.content.decode("utf-8"), at=at)
-            repeat_of = queries.first_record_of(tx, session_id, capture.id)
-            seq = queries.insert_record(tx, session_id, capture_id=capture.id, request=answer.request,
-                                        principal_id=actor.principal_id, actor=actor.audit_name, repeat_of=repeat_of,
-                                        at=at)
+            seq, repeat_of = queries.next_record(tx, session_id, capture.id)
+            queries.insert_record(tx, session_id, seq=seq, capture_id=capture.id, request=answer.request,
+                                  principal_id=actor.principal_id, actor=actor.audit_name, repeat_of=repeat_of, at=at)
             queries.update_session(tx, session_id, at=at, used=row["used"] + 1, invalid_streak=0)
             pin: dict[str, Any] = {key: answer.origin[key] for key in ("commit", "snapshot") if key in answer.origin}
             subject = answer.origin.get("source") or answer.origin.get("database") or "databases"
@@ -195,7 +199,7 @@ class SessionService:
                 "session": session_id, "kind": answer.kind, "capture": capture.id, "evidence": seq, **pin,
                 "new": new, **({"repeat_of": repeat_of} if repeat_of is not None else {}),
             })
-            left = row["budget"] - row["used"] - 1 - len(queries.reservations(tx, session_id, Reservation.RESERVED))
+            left = row["budget"] - row["used"] - 1 - len(queries.live_reservations(tx, session_id))
         return {"session": session_id, "evidence": seq, "repeat_of": repeat_of, "budget_left": left, **answer.view()}
 
     def _count_invalid(self, actor: Actor, session_id: int, refusal: ArmariusError,
@@ -363,7 +367,8 @@ class SessionService:
             records = queries.records(tx, session_id)
             stored = {capture["capture_id"]: capture["content"] for capture in queries.captures_of(tx, session_id)}
             consumed = queries.consumed_count(tx, session_id)
-            running = queries.reservations(tx, session_id, Reservation.RESERVED)
+            running = [reservation for reservation in queries.live_reservations(tx, session_id)
+                       if reservation["state"] == Reservation.RESERVED]
         for record in records:
             problems += _record_problems(record, stored.get(record["capture_id"]))
         problems += _file_problems(folder, stored)
@@ -443,21 +448,26 @@ class SessionService:
     def _sweep(self, actor: Actor, session_id: int) -> None:
         """Release reservations whose holder is gone, before anything reads the budget."""
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
-            running = queries.reservations(tx, session_id, Reservation.RESERVED)
+            live = queries.live_reservations(tx, session_id)
         now = self.clock()
-        if any(_interrupted(reservation, now) for reservation in running):
+        if any(_interrupted(reservation, now) for reservation in live):
             with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
                 if queries.session(tx, session_id, lock=True) is not None:
                     self._release_interrupted(tx, actor, session_id, now)
 
-    def _release_interrupted(self, tx: Tx, actor: Actor, session_id: int, now: datetime) -> None:
-        at = iso_utc(now)
-        released = [reservation["id"] for reservation in queries.reservations(tx, session_id, Reservation.RESERVED)
-                    if _interrupted(reservation, now)
-                    and queries.settle(tx, reservation["id"], to=Reservation.RELEASED, at=at)]
+    def _release_interrupted(self, tx: Tx, actor: Actor, session_id: int, now: datetime) -> list[Row]:
+        """Release the running reservations whose holder is gone; the live reservations that remain."""
+        at, live, released = iso_utc(now), [], []
+        for reservation in queries.live_reservations(tx, session_id):
+            if (reservation["state"] == Reservation.RESERVED and _interrupted(reservation, now)
+                    and queries.settle(tx, reservation["id"], to=Reservation.RELEASED, at=at)):
+                released.append(reservation["id"])
+            else:
+                live.append(reservation)
         if released:
             audit.append(tx, actor=actor.audit_name, action="session.reservations_released", subject=str(session_id),
                          details={"session": session_id, "reservations": released, "why": "interrupted"})
+        return live
 
     def _view(self, tx: Tx, row: Row) -> dict[str, Any]:
         session_id = row["id"]

@@ -82,6 +82,16 @@ class Tx:
         self.execute("SELECT pg_advisory_xact_lock(?::integer, ?::integer)", (topic, self.require_workspace()))
         return True
 
+    def defer_flush(self) -> None:
+        """Let this transaction's commit return before its WAL reaches the disk (PostgreSQL).
+
+        Only for a transaction whose loss in a database crash is harmless: a later synchronous commit
+        flushes it first, so anything that depends on it is durable with it. SQLite in WAL mode with
+        ``synchronous=NORMAL`` already commits without a sync; with ``full`` it stays synchronous.
+        """
+        if self.dialect == "postgresql":
+            self.execute("SET LOCAL synchronous_commit TO OFF")
+
     def execute(self, sql: str, params: Params = ()) -> int:
         """Run one statement; returns the number of rows it changed."""
         self._run(sql, params)

@@ -1,0 +1,126 @@
+"""What a research session adds to a query, on SQLite and PostgreSQL stores.
+
+For a source query (`source.read` of a git repository) and a database query (`database.rows` of a
+SQLite table), the same query runs alternately through the research service alone
+(`ResearchService.answer`: run and build the capture) and through a session
+(`SessionService.query`: reserve, run, mirror the capture file, commit capture row, evidence
+record, budget and audit event). Each call reads a different range, so every answer is a new
+capture. Prints round trips per second and p50 of both paths, and what the session adds at p50
+(goal: at most 1 ms on SQLite, 2 ms on PostgreSQL).
+
+    .venv/bin/python bench/sessions.py [--calls 400] [--engines sqlite,postgresql]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from databases import engine_settings, percentile, postgres_available
+
+from armarius.app import Armarius, open_app
+from armarius.auth.model import Actor
+from armarius.auth.permissions import Kind, Role
+
+BY = "operator:bench"
+LINES = 2000
+
+
+def build_sources(folder: Path) -> Path:
+    """A repository with one long file and a SQLite database with one table; the research configuration."""
+    repo = folder / "repo"
+    repo.mkdir()
+    (repo / "notes.txt").write_text("".join(f"line {number}: some text of the project\n" for number in range(LINES)))
+    environ = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.invalid", "GIT_COMMITTER_NAME": "b",
+               "GIT_COMMITTER_EMAIL": "b@example.invalid", "PATH": "/usr/bin:/bin"}
+    for command in (["init", "-q"], ["add", "notes.txt"], ["commit", "-q", "-m", "bench"]):
+        subprocess.run(["git", "-C", str(repo), *command], check=True, env=environ)
+    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True,
+                            text=True).stdout.strip()
+    with sqlite3.connect(folder / "world.sqlite") as connection:
+        connection.execute("CREATE TABLE item (entry INTEGER PRIMARY KEY, name TEXT NOT NULL, price INTEGER)")
+        connection.executemany("INSERT INTO item VALUES (?, ?, ?)",
+                               [(number, f"item {number}", number * 7) for number in range(10_000)])
+    config = folder / "research.toml"
+    config.write_text(
+        f'[[sources]]\nname = "app"\nrepository = "{repo}"\nurl = "https://git.example.invalid/app.git"\n'
+        f'commit = "{commit}"\n\n'
+        f'[[databases]]\nname = "world"\ndialect = "sqlite"\npath = "{folder / "world.sqlite"}"\n'
+        'snapshot = "bench-1"\ntables = ["item"]\n'
+    )
+    return config
+
+
+def source_query(index: int) -> dict[str, Any]:
+    start = 1 + index % (LINES - 10)
+    return {"kind": "source.read", "path": "notes.txt", "start_line": start, "end_line": start + 4}
+
+
+def database_query(index: int) -> dict[str, Any]:
+    return {"kind": "database.rows", "table": "item", "columns": ["entry", "name", "price"],
+            "filters": [{"column": "entry", "op": "ge", "value": index % 9_000}], "order_by": [
+                {"column": "entry", "direction": "asc"}], "limit": 5}
+
+
+def alternate(calls: int, alone: Callable[[int], Any], in_session: Callable[[int], Any]
+              ) -> tuple[list[float], list[float]]:
+    """Latencies of both paths, interleaved so that both see the same machine."""
+    timings: tuple[list[float], list[float]] = ([], [])
+    for index in range(-20, calls):
+        for path, call in enumerate((alone, in_session)):
+            started = time.perf_counter()
+            call(10_000 * path + index + 20)
+            if index >= 0:
+                timings[path].append(time.perf_counter() - started)
+    return timings
+
+
+def measure(app: Armarius, agent: Actor, make: Callable[[int], dict[str, Any]], calls: int
+            ) -> tuple[list[float], list[float]]:
+    """Latencies of one query kind alone and through a session of its own."""
+    research = app.research
+    assert research is not None
+    session = app.sessions.open(agent, "bench", budget=app.sessions.limits.max_budget)["session"]
+    return alternate(min(calls, app.sessions.limits.max_budget - 20), lambda index: research.answer(make(index)),
+                     lambda index: app.sessions.query(agent, session, make(index)))
+
+
+def report(engine: str, name: str, alone: list[float], in_session: list[float]) -> None:
+    a50, s50 = percentile(alone, 0.5), percentile(in_session, 0.5)
+    print(f"{engine:<11} {name:<14} {len(alone) / sum(alone):>8.0f} {len(in_session) / sum(in_session):>10.0f} "
+          f"{a50 * 1000:>9.2f}ms {s50 * 1000:>10.2f}ms {(s50 - a50) * 1000:>13.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=400, help="per query kind (at most the maximum budget less 20)")
+    parser.add_argument("--engines", default="sqlite,postgresql")
+    options = parser.parse_args()
+    engines = [e for e in options.engines.split(",") if e == "sqlite" or postgres_available()]
+    print(f"{'engine':<11} {'query':<14} {'alone/s':>8} {'session/s':>10} {'alone p50':>10} {'session p50':>12} "
+          f"{'added p50 ms':>13}")
+    for engine in engines:
+        with tempfile.TemporaryDirectory() as folder, engine_settings(engine, Path(folder) / "data") as settings:
+            config = build_sources(Path(folder))
+            app = open_app(replace(settings, research_config=config))
+            try:
+                directory = app.directory
+                directory.create_workspace("bench", by=BY)
+                directory.add_principal("bench-agent", Kind.AGENT, workspace="bench", role=Role.EDITOR, by=BY)
+                agent = directory.authenticate_token(directory.issue_token("bench-agent", workspace="bench",
+                                                                           by=BY).token)
+                for name, make in (("source.read", source_query), ("database.rows", database_query)):
+                    report(engine, name, *measure(app, agent, make, options.calls))
+            finally:
+                app.close()
+
+
+if __name__ == "__main__":
+    main()
