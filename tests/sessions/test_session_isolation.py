@@ -56,7 +56,8 @@ def test_the_login_role_scoped_to_another_workspace_sees_no_session_rows(lab: La
         def run(workspace: int, statement: str) -> Any:
             with connection.transaction():
                 connection.execute("SELECT set_config('armarius.workspace_id', %s, true)", (str(workspace),))
-                return connection.execute(statement).fetchone() if statement.startswith("SELECT") else None
+                cursor = connection.execute(statement)
+                return cursor.fetchone() if statement.startswith("SELECT") else None
 
         alpha = lab.team.agent.workspace_id
         for table in SESSION_TABLES:
