@@ -80,6 +80,8 @@ def open_app(settings: Settings) -> Armarius:
         if settings.research_config is not None:
             research = ResearchService(load_research_config(settings.data_dir / settings.research_config,
                                                             settings.environ))
+            if research.config.enrichment is not None:
+                research.check_enrichment()
         session_limits = SessionLimits(
             default_budget=settings.session_default_budget, max_budget=settings.session_max_budget,
             ceiling=SESSION_BUDGET_CEILING, retry_after=timedelta(seconds=settings.session_retry_after_seconds),

@@ -69,7 +69,7 @@ TOOL_CALLS: dict[str, dict[str, Any]] = {
     "read": {"slug": "bounds/entry"},
     "list": {},
     "proposal_status": {"proposal": 1},
-    "session_open": {"subject": "bounds", "budget": 1},
+    "session_open": {"subject": "bounds", "budget": 1, "inputs": [{"entity_type": "quest", "id": 1}]},
     "session_show": {"session": 1},
     "session_close": {"session": 1},
     "project_query": {"session": 1, "arguments": {"kind": "source.files", "substring": "x"}},
@@ -83,8 +83,11 @@ def test_every_tool_with_integers_has_a_call_to_push() -> None:
 
 
 def _with(arguments: Mapping[str, Any], path: tuple[str, ...], value: int) -> dict[str, Any]:
-    assert len(path) == 1, "tool integers are top-level fields"
-    return {**arguments, path[0]: value}
+    """The call with the integer at ``path`` set: a top-level field, or a field of the first object of a list."""
+    if len(path) == 1:
+        return {**arguments, path[0]: value}
+    (field, inner), items = path, arguments[path[0]]
+    return {**arguments, field: [{**items[0], inner: value}, *items[1:]]}
 
 
 @pytest.mark.parametrize(("tool", "path"), TOOL_INTEGERS, ids=[f"{t}.{'.'.join(p)}" for t, p in TOOL_INTEGERS])
@@ -98,7 +101,8 @@ async def test_a_tool_integer_one_past_its_bound_is_invalid_input_and_the_bound_
         assert "error" not in created
         past = await agent(tool, **_with(TOOL_CALLS[tool], path, bound + 1))
         assert past["error"] == "invalid_input"
-        assert past["details"]["field"] == path[0]
+        named = past["details"]["field"].split(".")  # a nested field is named with its position: inputs.0.id
+        assert (named[0], named[-1]) == (path[0], path[-1])
         at = await agent(tool, **_with(TOOL_CALLS[tool], path, bound))
         assert at.get("error") != "internal", at
         huge = await agent(tool, **_with(TOOL_CALLS[tool], path, 2**64 + 1))

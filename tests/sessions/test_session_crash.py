@@ -123,8 +123,7 @@ real_insert = queries.insert_record
 
 
 def insert_then_die(tx, session_id, **kwargs):
-    real_insert(tx, session_id, **kwargs)
-    seq = kwargs["seq"]
+    seq, _repeat_of = real_insert(tx, session_id, **kwargs)
     workspace = tx.require_workspace()
     die(seq=seq, inside={
         "records": tx.all("SELECT seq, capture_id FROM evidence_records WHERE workspace_id = ? AND session_id = ?",

@@ -32,11 +32,11 @@ SUBJECT_SHOWN = 60
 
 
 @contextmanager
-def _acting(cli: CliContext, workspace: str, principal: str, password: str | None
+def _acting(cli: CliContext, workspace: str, principal: str, password: str | None, *, research: bool = False
             ) -> Iterator[tuple[Armarius, Actor]]:
-    """The application, opened without research sources (nothing here queries them, and a missing
-    repository must not stop a human from reviewing), and the authenticated human acting in it."""
-    app = open_app(replace(cli.settings, research_config=None))
+    """The application and the authenticated human acting in it. Opened without research sources unless
+    the command queries them (``research``): a missing repository must not stop a human from reviewing."""
+    app = open_app(cli.settings if research else replace(cli.settings, research_config=None))
     try:
         yield app, human_actor(cli, app, principal, password, workspace)
     finally:
@@ -93,9 +93,11 @@ def sessions_list(cli: CliContext, status: str | None, mine: bool, workspace: st
 
 @sessions.command("show")
 @click.argument("session_id", metavar="ID", type=NUMBER)
+@click.option("--facts", "with_facts", is_flag=True, help="Also every enrichment fact, with its provenance.")
 @human_options
 @pass_cli
-def sessions_show(cli: CliContext, session_id: int, workspace: str, principal: str, password: str | None) -> None:
+def sessions_show(cli: CliContext, session_id: int, with_facts: bool, workspace: str, principal: str,
+                  password: str | None) -> None:
     """A session in full: its state, budget, every checkpoint and every evidence record."""
     with _acting(cli, workspace, principal, password) as (app, actor):
         history = app.sessions.history(actor, session_id)
@@ -124,7 +126,42 @@ def sessions_show(cli: CliContext, session_id: int, workspace: str, principal: s
               format_table([("SEQ", "KIND", "CAPTURE", "REPEAT_OF", "ACTOR", "AT"), *[
                   (r["seq"], r["kind"], r["capture"], r["repeat_of"] or "", reveal(r["actor"]), r["at"])
                   for r in evidence["records_list"]]])]
+    if with_facts:
+        for revision, facts in history["fact_revisions"].items():
+            objects = [_compact(fact["object"]) for fact in facts]
+            shown += objects
+            rows = [(fact["seq"], fact["kind"], reveal(fact["subject"]), reveal(fact["predicate"]), reveal(stated),
+                     fact["capture"] or "", fact["pointer"] or "") for fact, stated in zip(facts, objects, strict=True)]
+            lines += ["", f"Facts of input revision {revision}:", format_table(
+                [("SEQ", "KIND", "SUBJECT", "PREDICATE", "OBJECT", "CAPTURE", "POINTER"), *rows])]
     cli.emit(history, text=_with_note("\n".join(lines), *shown))
+
+
+def _input(text: str) -> dict[str, Any]:
+    entity_type, separator, value = text.partition(":")
+    if not separator or not entity_type or not value:
+        raise click.BadParameter(f"{text!r} is not TYPE:ID", param_hint="--input")
+    number = value[1:] if value.startswith("-") else value
+    return {"entity_type": entity_type, "id": int(value) if number.isdigit() else value}
+
+
+@sessions.command("enrich")
+@click.argument("session_id", metavar="ID", type=NUMBER)
+@click.option("--input", "inputs", multiple=True, required=True, metavar="TYPE:ID",
+              help="An entity the session is about, e.g. creature:1001 (repeat for several; digits are numbers).")
+@human_options
+@pass_cli
+def sessions_enrich(cli: CliContext, session_id: int, inputs: tuple[str, ...], workspace: str, principal: str,
+                    password: str | None) -> None:
+    """Give a session a new revision of its inputs and resolve them into facts (earlier revisions stay)."""
+    wanted = [_input(text) for text in inputs]
+    with _acting(cli, workspace, principal, password, research=True) as (app, actor):
+        view = app.sessions.enrich(actor, session_id, wanted)
+    facts = view.get("facts", {})
+    cli.emit(view, text=f"Session {session_id}: {_status(view)}; facts of input revision "
+                        f"{facts.get('revision') or facts.get('pending')}: {len(facts.get('entities', {}))} entities, "
+                        f"{len(facts.get('relationships', []))} relationships, "
+                        f"{len(facts.get('not_followed', []))} not followed.")
 
 
 @sessions.command("resume")

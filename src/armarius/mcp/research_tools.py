@@ -10,6 +10,7 @@ from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
 from armarius.mcp.registry import ToolSpec
 from armarius.research.service import query_schema
+from armarius.sessions.enrichment import INPUTS_MAX, TEXT_ID_MAX
 from armarius.sessions.model import SUBJECT_MAX, Status
 from armarius.validation import INT64_MAX
 
@@ -27,7 +28,7 @@ SESSION = {"type": "integer", "minimum": 1, "maximum": INT64_MAX,
 
 
 def _open(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
-    return app.sessions.open(actor, arguments["subject"], arguments.get("budget"))
+    return app.sessions.open(actor, arguments["subject"], arguments.get("budget"), arguments.get("inputs"))
 
 
 def _show(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
@@ -57,13 +58,21 @@ TOOLS = [
             "Open a research session for one question or bug case before investigating with project_query. "
             "subject: the question. budget (optional): how many queries you expect to need, up to the server's "
             "maximum (a default applies otherwise); every project_query costs one, also a repeated one. "
+            "inputs (optional, when the server configures enrichment): the ids the question is about, as "
+            "[{entity_type, id}]; they are looked up and returned as facts (names next to ids, texts, related "
+            "entities, and what was not followed) before you start - read them instead of guessing what an id is. "
             "Returns the session id. A session that hits a failing source, or too many invalid queries in a row, "
             "blocks until a human resumes it; close it with session_close when you are done."
         ),
         handler=_open,
         permission=Permission.RESEARCH_QUERY,
         properties={"subject": {"type": "string", "maxLength": SUBJECT_MAX, "description": "The question."},
-                    "budget": {"type": "integer", "minimum": 1, "maximum": INT64_MAX}},
+                    "budget": {"type": "integer", "minimum": 1, "maximum": INT64_MAX},
+                    "inputs": {"type": "array", "maxItems": INPUTS_MAX, "items": {
+                        "type": "object", "required": ["entity_type", "id"], "additionalProperties": False,
+                        "properties": {"entity_type": {"type": "string", "maxLength": 64},
+                                       "id": {"type": ["integer", "string"], "minimum": -INT64_MAX,
+                                              "maximum": INT64_MAX, "maxLength": TEXT_ID_MAX}}}}},
         required=("subject",),
         read_only=False,
         available=_research_configured,

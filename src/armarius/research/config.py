@@ -32,6 +32,8 @@
     timeout_seconds = 5
     schema_cache_seconds = 60
 
+    [enrichment]                         # optional: armarius.research.model shows its format
+
 Nothing here is chosen by an agent: a query only names a configured source or database.
 """
 
@@ -46,6 +48,7 @@ from typing import Any, Literal
 
 from armarius.errors import ConfigError
 from armarius.research.git import GitRepository
+from armarius.research.model import EnrichmentConfig
 
 _FULL_HASH = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
@@ -130,6 +133,7 @@ class ResearchConfig:
     path: Path
     sources: dict[str, GitSource]
     databases: dict[str, DatabaseSource] = field(default_factory=dict)
+    enrichment: EnrichmentConfig | None = None
 
 
 def load_research_config(path: Path, environ: Mapping[str, str] | None = None) -> ResearchConfig:
@@ -145,10 +149,10 @@ def load_research_config(path: Path, environ: Mapping[str, str] | None = None) -
                           file=str(path)) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"The research configuration {path} is not valid TOML: {error}", file=str(path)) from None
-    unknown = set(document) - {"sources", "databases"}
+    unknown = set(document) - {"sources", "databases", "enrichment"}
     if unknown:
-        raise ConfigError(f"Unknown key {sorted(unknown)[0]!r} in {path}; expected [[sources]] or [[databases]].",
-                          file=str(path))
+        raise ConfigError(f"Unknown key {sorted(unknown)[0]!r} in {path}; expected [[sources]], [[databases]] or "
+                          "[enrichment].", file=str(path))
     source_entries, database_entries = document.get("sources", []), document.get("databases", [])
     if not isinstance(source_entries, list) or not isinstance(database_entries, list) or not (
             source_entries or database_entries):
@@ -165,7 +169,12 @@ def load_research_config(path: Path, environ: Mapping[str, str] | None = None) -
         if database.name in databases:
             raise ConfigError(f"Two databases are named {database.name!r} in {path}.", file=str(path))
         databases[database.name] = database
-    return ResearchConfig(path=path, sources=sources, databases=databases)
+    if "enrichment" not in document:
+        return ResearchConfig(path=path, sources=sources, databases=databases)
+    from armarius.research.enrichment_config import parse_enrichment  # it builds on this module's types
+
+    return ResearchConfig(path=path, sources=sources, databases=databases,
+                          enrichment=parse_enrichment(document["enrichment"], path, sources, databases))
 
 
 def _source(entry: Any, where: str, base: Path) -> GitSource:

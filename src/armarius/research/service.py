@@ -13,6 +13,7 @@ from armarius.research import source as source_queries
 from armarius.research.captures import SCHEMA, Capture, build_capture
 from armarius.research.config import GitSource, ResearchConfig, shown
 from armarius.research.database import DatabaseResearch
+from armarius.research.enrichment_config import check_against_schema
 from armarius.validation import StrictValidator, check, inline_refs
 
 _KINDS = {"source.files": "files", "source.search": "search", "source.symbol": "symbol",
@@ -79,10 +80,19 @@ class ResearchService:
 
     @property
     def longest_timeout(self) -> float:
-        """The longest a single query may take, in seconds (a deep source search runs git up to three times)."""
-        timeouts = [3 * source.limits.timeout_seconds for source in self.config.sources.values()]
-        timeouts += [database.limits.timeout_seconds for database in self.config.databases.values()]
-        return max(timeouts, default=0.0)
+        """The longest a single query may take, in seconds: a deep source search runs git up to three
+        times; ``database.tables`` without a database asks every configured database in turn."""
+        sources = [3 * source.limits.timeout_seconds for source in self.config.sources.values()]
+        databases = sum(database.limits.timeout_seconds for database in self.config.databases.values())
+        return max([*sources, databases])
+
+    def check_enrichment(self) -> None:
+        """Refuse (``ConfigError``) an enrichment configuration naming a table or column that the real
+        schema lacks, as ``database.schema`` sees it; a database that cannot be reached is skipped with
+        a logged warning. Nothing to do without ``[enrichment]``."""
+        if self.config.enrichment is not None:
+            check_against_schema(self.config.enrichment, self.config.path, lambda database, table: self._databases.run(
+                {"kind": "database.schema", "database": database, "table": table}))
 
     def answer(self, arguments: Any) -> Answer:
         """Check and run one query; the answer with its capture (content-addressed), written nowhere."""

@@ -34,6 +34,7 @@ class Event(StrEnum):
     RESUMED = "resumed"
     TAKEN_OVER = "taken_over"
     BUDGET_RAISED = "budget_raised"
+    ENRICHED = "enriched"
     CLOSED = "closed"
 
 

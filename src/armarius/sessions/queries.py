@@ -11,7 +11,7 @@ from armarius.store import Row, Tx
 
 _SESSION_COLUMNS = (
     "id, owner_id, owner, subject, status, reason, resume_state, retry_not_before, budget, used, invalid_streak, "
-    "created_at, updated_at"
+    "inputs_revision, enriched_revision, created_at, updated_at"
 )
 #: A session with its live reservations counted (running queries, and one a failed source left held).
 _SESSION_WITH_RESERVATIONS = (
@@ -145,6 +145,12 @@ def release_all(tx: Tx, session_id: int, *, at: str) -> int:
     )
 
 
+def agent_records_count(tx: Tx, session_id: int) -> int:
+    """Evidence records of the session's own queries (enrichment's cost no budget)."""
+    return int(tx.scalar("SELECT count(*) AS n FROM evidence_records WHERE workspace_id = ? AND session_id = ? "
+                         "AND enrichment_revision IS NULL", (tx.require_workspace(), session_id)))
+
+
 def consumed_count(tx: Tx, session_id: int) -> int:
     return int(tx.scalar("SELECT count(*) AS n FROM session_reservations WHERE workspace_id = ? AND session_id = ? "
                          "AND state = 'consumed'", (tx.require_workspace(), session_id)))
@@ -161,31 +167,27 @@ def insert_capture(tx: Tx, capture_id: str, content: str, *, at: str) -> bool:
     ) == 1
 
 
-def next_record(tx: Tx, session_id: int, capture_id: str) -> tuple[int, int | None]:
-    """The next evidence record's number, and the session's first record of this capture (an identical
-    later result repeats it), or None."""
-    row = tx.one("SELECT coalesce(max(seq), 0) + 1 AS next, min(CASE WHEN capture_id = ? THEN seq END) AS first "
-                 "FROM evidence_records WHERE workspace_id = ? AND session_id = ?",
-                 (capture_id, tx.require_workspace(), session_id))
-    assert row is not None
-    return int(row["next"]), None if row["first"] is None else int(row["first"])
-
-
-def insert_record(tx: Tx, session_id: int, *, seq: int, capture_id: str, request: dict[str, Any],
-                  principal_id: int, actor: str, repeat_of: int | None, at: str) -> None:
+def insert_record(tx: Tx, session_id: int, *, capture_id: str, request: dict[str, Any], principal_id: int,
+                  actor: str, at: str, enrichment_revision: int | None = None) -> tuple[int, int | None]:
+    """Append the session's next evidence record; its number, and the session's first record of the same
+    capture that it repeats (an identical result is a repeat, not new evidence), or None."""
     workspace = tx.require_workspace()
-    tx.execute(
+    row = tx.one(
         "INSERT INTO evidence_records (workspace_id, session_id, seq, capture_id, request_kind, request, principal_id, "
-        "actor, repeat_of, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (workspace, session_id, seq, capture_id, request["kind"], canonical_json(request), principal_id, actor,
-         repeat_of, at),
+        "actor, repeat_of, created_at, enrichment_revision) "
+        "SELECT ?, ?, coalesce(max(seq), 0) + 1, ?, ?, ?, ?, ?, min(CASE WHEN capture_id = ? THEN seq END), ?, ? "
+        "FROM evidence_records WHERE workspace_id = ? AND session_id = ? RETURNING seq, repeat_of",
+        (workspace, session_id, capture_id, request["kind"], canonical_json(request), principal_id, actor, capture_id,
+         at, enrichment_revision, workspace, session_id),
     )
+    assert row is not None
+    return int(row["seq"]), None if row["repeat_of"] is None else int(row["repeat_of"])
 
 
 def records(tx: Tx, session_id: int, *, latest: int | None = None) -> list[Row]:
     """The session's evidence records in order (``latest``: only the last few)."""
-    sql = ("SELECT seq, capture_id, request_kind, request, actor, repeat_of, created_at FROM evidence_records "
-           "WHERE workspace_id = ? AND session_id = ?")
+    sql = ("SELECT seq, capture_id, request_kind, request, actor, repeat_of, enrichment_revision, created_at "
+           "FROM evidence_records WHERE workspace_id = ? AND session_id = ?")
     if latest is None:
         return tx.all(f"{sql} ORDER BY seq", (tx.require_workspace(), session_id))
     rows = tx.all(f"{sql} ORDER BY seq DESC LIMIT ?", (tx.require_workspace(), session_id, latest))
@@ -207,6 +209,51 @@ def captures_of(tx: Tx, session_id: int) -> list[Row]:
         "WHERE e.workspace_id = ? AND e.session_id = ? ORDER BY e.capture_id",
         (tx.require_workspace(), session_id),
     )
+
+
+# Enrichment ----------------------------------------------------------------------------------------
+
+
+def insert_inputs(tx: Tx, session_id: int, *, revision: int, inputs: list[dict[str, Any]], actor: str,
+                  at: str) -> None:
+    tx.execute("INSERT INTO session_inputs (workspace_id, session_id, revision, inputs, actor, created_at) "
+               "VALUES (?, ?, ?, ?, ?, ?)",
+               (tx.require_workspace(), session_id, revision, canonical_json(inputs), actor, at))
+
+
+def inputs_of(tx: Tx, session_id: int, revision: int) -> list[dict[str, Any]]:
+    text = tx.scalar("SELECT inputs FROM session_inputs WHERE workspace_id = ? AND session_id = ? AND revision = ?",
+                     (tx.require_workspace(), session_id, revision))
+    assert text is not None
+    inputs: list[dict[str, Any]] = json.loads(text)
+    return inputs
+
+
+def recorded_answers(tx: Tx, session_id: int) -> dict[str, tuple[str, str]]:
+    """Every request the session has an answer to (canonical JSON -> capture id and content)."""
+    rows = tx.all("SELECT e.request, e.capture_id, c.content FROM evidence_records e JOIN captures c "
+                  "ON c.workspace_id = e.workspace_id AND c.capture_id = e.capture_id "
+                  "WHERE e.workspace_id = ? AND e.session_id = ? ORDER BY e.seq",
+                  (tx.require_workspace(), session_id))
+    return {row["request"]: (row["capture_id"], row["content"]) for row in rows}
+
+
+def insert_facts(tx: Tx, session_id: int, revision: int, facts: list[dict[str, Any]], *, at: str) -> None:
+    workspace = tx.require_workspace()
+    for seq, fact in enumerate(facts, start=1):
+        tx.execute(
+            "INSERT INTO session_facts (workspace_id, session_id, revision, seq, kind, subject, predicate, object, "
+            "capture_id, pointer, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (workspace, session_id, revision, seq, fact["kind"], fact["subject"], fact["predicate"],
+             canonical_json(fact["object"]), fact["capture"], fact["pointer"], at),
+        )
+
+
+def facts(tx: Tx, session_id: int, revision: int) -> list[Row]:
+    rows = tx.all("SELECT seq, kind, subject, predicate, object, capture_id AS capture, pointer FROM session_facts "
+                  "WHERE workspace_id = ? AND session_id = ? AND revision = ? ORDER BY seq",
+                  (tx.require_workspace(), session_id, revision))
+    return [_decoded(row, "object") for row in rows]
 
 
 def _decoded(row: Row, *columns: str) -> Row:

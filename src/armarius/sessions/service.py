@@ -20,7 +20,6 @@ Only a human resumes a blocked session, and only after ``retry_not_before``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,22 +29,22 @@ from typing import Any
 
 from armarius.audit import chain as audit
 from armarius.auth.model import Actor
-from armarius.auth.permissions import Kind, Permission
+from armarius.auth.permissions import Permission
 from armarius.canonical import canonical_json
 from armarius.errors import (
     ArmariusError,
-    BudgetExhausted,
     Conflict,
     InvalidInput,
     NotAllowed,
     NotFound,
     ResearchUnavailable,
     SessionBlocked,
-    SessionClosed,
 )
-from armarius.research.captures import Capture, verify_capture, write_capture
+from armarius.research.captures import Capture, write_capture
+from armarius.research.model import EnrichmentConfig
 from armarius.research.service import Answer, ResearchService, validate_query
-from armarius.sessions import queries
+from armarius.sessions import queries, refusals, views
+from armarius.sessions.enrichment import Looked, Walk, check_inputs, compact
 from armarius.sessions.holders import current_holder, is_gone
 from armarius.sessions.model import (
     LEASE_MARGIN,
@@ -82,11 +81,13 @@ class SessionService:
 
     # Opening and reading --------------------------------------------------------------------------
 
-    def open(self, actor: Actor, subject: Any, budget: int | None = None) -> dict[str, Any]:
-        """Open a session owned by the caller, with the default budget or one up to the maximum."""
+    def open(self, actor: Actor, subject: Any, budget: int | None = None, inputs: Any = None) -> dict[str, Any]:
+        """Open a session owned by the caller, with the default budget or one up to the maximum. With
+        ``inputs`` (entity ids), enrichment resolves them into facts before the session is handed over."""
         actor.require(Permission.RESEARCH_QUERY)
         subject = check_subject(subject)
         granted = self.limits.opening_budget(budget)
+        checked = None if inputs is None else check_inputs(inputs, self._enrichment_config())
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             at = iso_utc(self.clock())
             session_id = queries.insert_session(tx, owner_id=actor.principal_id, owner=actor.audit_name,
@@ -95,7 +96,24 @@ class SessionService:
                                       details={"budget": granted}, at=at)
             audit.append(tx, actor=actor.audit_name, action="session.opened", subject=str(session_id),
                          details={"session": session_id, "budget": granted})
-            return self._view(tx, self._row(tx, session_id))
+            if checked is not None:
+                self._new_inputs(tx, actor, session_id, 1, checked, at)
+        if checked is not None:
+            self._enrich_pending(actor, session_id)
+        return self.show(actor, session_id)
+
+    def enrich(self, actor: Actor, session_id: int, inputs: Any) -> dict[str, Any]:
+        """A human gives a session a new revision of its inputs, which enrichment then resolves; earlier
+        revisions and their facts stay as they were."""
+        refusals.require_human(actor, Permission.SESSIONS_MANAGE, "give a session new inputs")
+        checked = check_inputs(inputs, self._enrichment_config())
+        with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
+            row = self._row(tx, session_id, lock=True)
+            if row["status"] == Status.CLOSED:
+                raise refusals.closed(session_id)
+            self._new_inputs(tx, actor, session_id, row["inputs_revision"] + 1, checked, iso_utc(self.clock()))
+        self._enrich_pending(actor, session_id)
+        return self.show(actor, session_id)
 
     def show(self, actor: Actor, session_id: int) -> dict[str, Any]:
         """Status, budget, an evidence summary and the latest records; releases interrupted reservations."""
@@ -111,7 +129,9 @@ class SessionService:
             row = self._readable(tx, actor, session_id)
             view = self._view(tx, row)
             view["checkpoints"] = queries.checkpoints(tx, session_id)
-            view["evidence"]["records_list"] = [_record_view(record) for record in queries.records(tx, session_id)]
+            view["evidence"]["records_list"] = [views.record_view(record) for record in queries.records(tx, session_id)]
+            view["fact_revisions"] = {revision: queries.facts(tx, session_id, revision)
+                                      for revision in range(1, row["enriched_revision"] + 1)}
         return view
 
     def list_sessions(self, actor: Actor, *, status: str | None = None, everyone: bool = False) -> list[dict[str, Any]]:
@@ -123,7 +143,7 @@ class SessionService:
         owner = None if everyone and actor.can(Permission.SESSIONS_MANAGE) else actor.principal_id
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             rows = queries.sessions(tx, owner_id=owner, status=status, limit=LIST_LIMIT)
-        return [_summary(row) for row in rows]
+        return [views.summary(row) for row in rows]
 
     # The controller -------------------------------------------------------------------------------
 
@@ -136,7 +156,11 @@ class SessionService:
         except InvalidInput as refusal:
             self._count_invalid(actor, session_id, refusal)
             raise
-        reservation = self._reserve(actor, session_id)
+        try:
+            reservation = self._reserve(actor, session_id)
+        except _EnrichmentPending:  # the session is enriched before the agent's first query is answered
+            self._enrich_pending(actor, session_id)
+            reservation = self._reserve(actor, session_id)
         try:
             answer = research.run(request)
         except ResearchUnavailable as failure:
@@ -161,6 +185,8 @@ class SessionService:
             tx.defer_flush()
             now = self.clock()
             row = self._queryable(tx, actor, session_id)
+            if row["inputs_revision"] > row["enriched_revision"] and self.research is not None:
+                raise _EnrichmentPending
             live = self._release_interrupted(tx, actor, session_id, now)
             lease = iso_utc(now + self._lease())
             held = next((reservation["id"] for reservation in live if reservation["state"] == Reservation.HELD), None)
@@ -168,7 +194,7 @@ class SessionService:
                 queries.renew(tx, held, actor=actor.audit_name, holder=current_holder(), lease_until=lease)
                 return int(held)
             if row["used"] + len(live) >= row["budget"]:
-                raise _exhausted(row, len(live))
+                raise refusals.exhausted(row, len(live))
             return queries.insert_reservation(tx, session_id, actor=actor.audit_name, holder=current_holder(),
                                               lease_until=lease, at=iso_utc(now))
 
@@ -181,22 +207,19 @@ class SessionService:
                 # Given back meanwhile: the session closed, or the query outlived its lease. In the second case
                 # the answer still counts if the budget has room for it.
                 if row["status"] == Status.CLOSED:
-                    raise _closed(session_id)
+                    raise refusals.closed(session_id)
                 live = len(queries.live_reservations(tx, session_id))
                 if row["used"] + live >= row["budget"]:
-                    raise _exhausted(row, live)
+                    raise refusals.exhausted(row, live)
                 if not queries.settle(tx, reservation, to=Reservation.CONSUMED, at=at, only_from=Reservation.RELEASED):
                     queries.insert_reservation(tx, session_id, actor=actor.audit_name, holder=current_holder(),
                                                lease_until=at, at=at, state=Reservation.CONSUMED)
             new = queries.insert_capture(tx, capture.id, capture.content.decode("utf-8"), at=at)
-            seq, repeat_of = queries.next_record(tx, session_id, capture.id)
-            queries.insert_record(tx, session_id, seq=seq, capture_id=capture.id, request=answer.request,
-                                  principal_id=actor.principal_id, actor=actor.audit_name, repeat_of=repeat_of, at=at)
+            seq, repeat_of = queries.insert_record(tx, session_id, capture_id=capture.id, request=answer.request,
+                                                   principal_id=actor.principal_id, actor=actor.audit_name, at=at)
             queries.update_session(tx, session_id, at=at, used=row["used"] + 1, invalid_streak=0)
-            pin: dict[str, Any] = {key: answer.origin[key] for key in ("commit", "snapshot") if key in answer.origin}
-            subject = answer.origin.get("source") or answer.origin.get("database") or "databases"
-            audit.append(tx, actor=actor.audit_name, action="research.query", subject=subject, details={
-                "session": session_id, "kind": answer.kind, "capture": capture.id, "evidence": seq, **pin,
+            audit.append(tx, actor=actor.audit_name, action="research.query", subject=_answer_subject(answer), details={
+                "session": session_id, "kind": answer.kind, "capture": capture.id, "evidence": seq, **_pin(answer),
                 "new": new, **({"repeat_of": repeat_of} if repeat_of is not None else {}),
             })
             left = row["budget"] - row["used"] - 1 - len(queries.live_reservations(tx, session_id))
@@ -228,24 +251,26 @@ class SessionService:
         refusal.message += (f" That makes {limit} invalid requests in a row: session {session_id} is now blocked "
                             "until a human resumes it.")
 
-    def _block_unavailable(self, actor: Actor, session_id: int, reservation: int, request: dict[str, Any],
-                           failure: ResearchUnavailable) -> ArmariusError:
-        """Block the session for a failed source, keeping the reservation for the retry after a resume."""
+    def _block_unavailable(self, actor: Actor, session_id: int, reservation: int | None, request: dict[str, Any],
+                           failure: ResearchUnavailable, resume: dict[str, Any] | None = None) -> ArmariusError:
+        """Block the session for a failed source, keeping the reservation (if the query had one) for the retry
+        after a resume; ``resume`` adds what the resume is to complete (an enrichment revision)."""
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             now = self.clock()
             at = iso_utc(now)
             row = self._row(tx, session_id, lock=True)
             if row["status"] == Status.CLOSED:  # closed while the query ran: its reservation is released
-                return _closed(session_id)
-            kept = queries.settle(tx, reservation, to=Reservation.HELD, at=at)
+                return refusals.closed(session_id)
+            kept = reservation is not None and queries.settle(tx, reservation, to=Reservation.HELD, at=at)
             retry = iso_utc(now + self.limits.retry_after)
             resume_state = {"status": Status.OPEN.value, "reservation": reservation if kept else None,
-                            "request": request}
+                            "request": request, **(resume or {})}
             self._block(tx, actor, row, Reason.RESEARCH_UNAVAILABLE, resume_state, at=at, retry_not_before=retry,
                         details={"request_kind": request["kind"], "cause": failure.to_dict(for_agent=False)})
+        kept_note = " its budget for this query is kept." if kept else ""
         return SessionBlocked(
-            f"{failure.message} Session {session_id} is now blocked (research_unavailable); its budget for this "
-            f"query is kept. A human must resume it, not before {retry}.",
+            f"{failure.message} Session {session_id} is now blocked (research_unavailable);{kept_note} A human must "
+            f"resume it, not before {retry}.",
             agent_hint="Tell the user what failed; there is no tool to resume a session.",
             session=session_id, reason=Reason.RESEARCH_UNAVAILABLE.value, retry_not_before=retry,
             cause=failure.to_dict(for_agent=False),
@@ -270,7 +295,7 @@ class SessionService:
 
     def resume(self, actor: Actor, session_id: int, note: str | None = None) -> dict[str, Any]:
         """Move a blocked session into the resume state of its last blocking checkpoint (humans only)."""
-        _require_human(actor, Permission.SESSIONS_MANAGE, "resume a session")
+        refusals.require_human(actor, Permission.SESSIONS_MANAGE, "resume a session")
         note = check_note(note)
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             now = self.clock()
@@ -295,16 +320,18 @@ class SessionService:
                                                **({"note": note} if note else {})})
             audit.append(tx, actor=actor.audit_name, action="session.resumed", subject=str(session_id),
                          details={"session": session_id, "reason": row["reason"], "checkpoint": blocking["seq"]})
-            return self._view(tx, self._row(tx, session_id))
+        if "enrichment" in state and self.research is not None:
+            self._enrich_pending(actor, session_id)  # without repeating a query already recorded
+        return self.show(actor, session_id)
 
     def take_over(self, actor: Actor, session_id: int) -> dict[str, Any]:
         """An administrator makes another principal's session their own, so that what follows names them."""
-        _require_human(actor, Permission.SESSIONS_TAKEOVER, "take over a session")
+        refusals.require_human(actor, Permission.SESSIONS_TAKEOVER, "take over a session")
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             at = iso_utc(self.clock())
             row = self._row(tx, session_id, lock=True)
             if row["status"] == Status.CLOSED:
-                raise _closed(session_id)
+                raise refusals.closed(session_id)
             if row["owner_id"] != actor.principal_id:
                 queries.update_session(tx, session_id, at=at, owner_id=actor.principal_id, owner=actor.audit_name)
                 queries.append_checkpoint(tx, session_id, event=Event.TAKEN_OVER, status=row["status"],
@@ -316,12 +343,12 @@ class SessionService:
 
     def raise_budget(self, actor: Actor, session_id: int, budget: int) -> dict[str, Any]:
         """A human gives a session more actions (up to the ceiling); never fewer."""
-        _require_human(actor, Permission.SESSIONS_MANAGE, "raise a session's budget")
+        refusals.require_human(actor, Permission.SESSIONS_MANAGE, "raise a session's budget")
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             at = iso_utc(self.clock())
             row = self._row(tx, session_id, lock=True)
             if row["status"] == Status.CLOSED:
-                raise _closed(session_id)
+                raise refusals.closed(session_id)
             if not row["budget"] < budget <= self.limits.ceiling:
                 raise InvalidInput(f"The new budget must be above the current {row['budget']} and at most "
                                    f"{self.limits.ceiling}.", field="budget", budget=row["budget"])
@@ -340,7 +367,7 @@ class SessionService:
             at = iso_utc(self.clock())
             row = self._row(tx, session_id, lock=True)
             if row["owner_id"] != actor.principal_id and not actor.can(Permission.SESSIONS_MANAGE):
-                raise _not_found(session_id)
+                raise refusals.not_found(session_id)
             if row["status"] != Status.CLOSED:
                 released = queries.release_all(tx, session_id, at=at)
                 queries.update_session(tx, session_id, at=at, status=Status.CLOSED.value, reason=None,
@@ -367,14 +394,15 @@ class SessionService:
             records = queries.records(tx, session_id)
             stored = {capture["capture_id"]: capture["content"] for capture in queries.captures_of(tx, session_id)}
             consumed = queries.consumed_count(tx, session_id)
+            charged = queries.agent_records_count(tx, session_id)
             running = [reservation for reservation in queries.live_reservations(tx, session_id)
                        if reservation["state"] == Reservation.RESERVED]
         for record in records:
-            problems += _record_problems(record, stored.get(record["capture_id"]))
-        problems += _file_problems(folder, stored)
-        if not row["used"] == consumed == len(records):
+            problems += views.record_problems(record, stored.get(record["capture_id"]))
+        problems += views.file_problems(folder, stored)
+        if not row["used"] == consumed == charged:
             problems.append({"problem": "budget_mismatch", "used": row["used"], "consumed_reservations": consumed,
-                             "evidence_records": len(records)})
+                             "evidence_records": charged})
         now = self.clock()
         problems += [{"problem": "interrupted_reservation", "reservation": reservation["id"]}
                      for reservation in running if _interrupted(reservation, now)]
@@ -384,7 +412,7 @@ class SessionService:
     def rebuild_files(self, actor: Actor, session_id: int) -> dict[str, Any]:
         """Write the session's capture files again from the store: missing and altered ones are restored
         (a human's act, recorded in the audit log). Files the store does not know are reported, not removed."""
-        _require_human(actor, Permission.SESSIONS_MANAGE, "rebuild a session's capture files")
+        refusals.require_human(actor, Permission.SESSIONS_MANAGE, "rebuild a session's capture files")
         folder = self.session_folder(actor.workspace, session_id)
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             self._readable(tx, actor, session_id)
@@ -406,6 +434,81 @@ class SessionService:
         return {"session": session_id, "folder": str(folder), "captures": len(stored), "restored": restored,
                 "extra_files": extra}
 
+    # Enrichment -----------------------------------------------------------------------------------
+
+    def _enrichment_config(self) -> EnrichmentConfig:
+        config = None if self.research is None else self.research.config.enrichment
+        if config is None:
+            raise InvalidInput("This server has no enrichment configured: open the session without inputs.",
+                               field="inputs")
+        return config
+
+    def _new_inputs(self, tx: Tx, actor: Actor, session_id: int, revision: int, inputs: list[dict[str, Any]],
+                    at: str) -> None:
+        queries.insert_inputs(tx, session_id, revision=revision, inputs=inputs, actor=actor.audit_name, at=at)
+        queries.update_session(tx, session_id, at=at, inputs_revision=revision)
+
+    def _enrich_pending(self, actor: Actor, session_id: int) -> None:
+        """Run enrichment for the session's newest inputs unless it completed them already. A failing
+        source blocks the session, resumable into the same enrichment; queries recorded before are reused."""
+        research = self._research()
+        config = self._enrichment_config()
+        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            row = self._row(tx, session_id)
+            if row["inputs_revision"] <= row["enriched_revision"] or row["status"] != Status.OPEN:
+                return
+            revision = row["inputs_revision"]
+            inputs = queries.inputs_of(tx, session_id, revision)
+            recorded = queries.recorded_answers(tx, session_id)
+
+        def lookup(request: dict[str, Any]) -> Looked:
+            known = recorded.get(canonical_json(request))
+            if known is not None:
+                return Looked(known[0], json.loads(known[1]))
+            try:
+                answer = research.run(validate_query(request))
+            except ResearchUnavailable as failure:
+                raise self._block_unavailable(actor, session_id, None, request, failure,
+                                              resume={"enrichment": revision}) from None
+            write_capture(self.session_folder(actor.workspace, session_id), answer.capture)
+            self._commit_enrichment_answer(actor, session_id, revision, answer)
+            return Looked(answer.capture.id, json.loads(answer.capture.content))
+
+        walk = Walk(config, lookup)
+        try:
+            found = walk.run([(item["entity_type"], item["id"]) for item in inputs])
+        except SessionBlocked:
+            return
+        with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
+            at = iso_utc(self.clock())
+            row = self._row(tx, session_id, lock=True)
+            if row["enriched_revision"] >= revision:  # completed meanwhile: a revision is never rewritten
+                return
+            queries.insert_facts(tx, session_id, revision, [fact.to_dict() for fact in found], at=at)
+            queries.update_session(tx, session_id, at=at, enriched_revision=revision)
+            details = {"revision": revision, "facts": len(found), "queries": len(walk.answers)}
+            queries.append_checkpoint(tx, session_id, event=Event.ENRICHED, status=row["status"],
+                                      reason=row["reason"], actor=actor.audit_name, details=details, at=at)
+            audit.append(tx, actor=actor.audit_name, action="session.enriched", subject=str(session_id),
+                         details={"session": session_id, **details})
+
+    def _commit_enrichment_answer(self, actor: Actor, session_id: int, revision: int, answer: Answer) -> None:
+        """An enrichment lookup's answer, recorded like an agent's (capture, evidence record, audit event) but
+        costing no budget: it counts against the enrichment limits."""
+        capture = answer.capture
+        with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
+            at = iso_utc(self.clock())
+            row = self._row(tx, session_id, lock=True)
+            if row["status"] == Status.CLOSED:
+                raise refusals.closed(session_id)
+            new = queries.insert_capture(tx, capture.id, capture.content.decode("utf-8"), at=at)
+            seq, _ = queries.insert_record(tx, session_id, capture_id=capture.id, request=answer.request,
+                                           principal_id=actor.principal_id, actor=actor.audit_name, at=at,
+                                           enrichment_revision=revision)
+            audit.append(tx, actor=actor.audit_name, action="research.query", subject=_answer_subject(answer),
+                         details={"session": session_id, "kind": answer.kind, "capture": capture.id, "evidence": seq,
+                                  **_pin(answer), "new": new, "enrichment": revision})
+
     # Helpers --------------------------------------------------------------------------------------
 
     def _research(self) -> ResearchService:
@@ -420,14 +523,14 @@ class SessionService:
     def _row(self, tx: Tx, session_id: int, *, lock: bool = False) -> Row:
         row = queries.session(tx, session_id, lock=lock)
         if row is None:
-            raise _not_found(session_id)
+            raise refusals.not_found(session_id)
         return row
 
     def _readable(self, tx: Tx, actor: Actor, session_id: int) -> Row:
         """The session, if the caller owns it or manages sessions; otherwise it does not exist for them."""
         row = queries.session_with_reservations(tx, session_id)
         if row is None or (row["owner_id"] != actor.principal_id and not actor.can(Permission.SESSIONS_MANAGE)):
-            raise _not_found(session_id)
+            raise refusals.not_found(session_id)
         return row
 
     def _queryable(self, tx: Tx, actor: Actor, session_id: int) -> Row:
@@ -438,11 +541,11 @@ class SessionService:
                 raise NotAllowed(f"Session {session_id} belongs to {row['owner']}: take it over first "
                                  "(armarius sessions takeover), so that what you do is recorded as yours.",
                                  session=session_id, owner=row["owner"])
-            raise _not_found(session_id)
+            raise refusals.not_found(session_id)
         if row["status"] == Status.CLOSED:
-            raise _closed(session_id)
+            raise refusals.closed(session_id)
         if row["status"] == Status.BLOCKED:
-            raise _blocked(row)
+            raise refusals.blocked(row)
         return row
 
     def _sweep(self, actor: Actor, session_id: int) -> None:
@@ -476,68 +579,33 @@ class SessionService:
             assert refreshed is not None
             row = refreshed
         summary = queries.evidence_summary(tx, session_id)
-        view = _summary(row)
+        view = views.summary(row)
         view["evidence"] = {
             "records": sum(item["records"] for item in summary),
             "repeats": sum(item["repeats"] for item in summary),
             "by_kind": {item["request_kind"]: item["records"] for item in summary},
-            "latest": [_record_view(record) for record in queries.records(tx, session_id, latest=RECENT_EVIDENCE)],
+            "latest": [views.record_view(record) for record in queries.records(tx, session_id, latest=RECENT_EVIDENCE)],
         }
-        view["next_step"] = _next_step(row)
+        if row["enriched_revision"]:
+            view["facts"] = {"revision": row["enriched_revision"],
+                             **compact(queries.facts(tx, session_id, row["enriched_revision"]))}
+        elif row["inputs_revision"]:
+            view["facts"] = {"revision": None, "pending": row["inputs_revision"]}
+        view["next_step"] = views.next_step(row)
         return view
 
 
-def _summary(row: Row) -> dict[str, Any]:
-    reserved, held = int(row["reserved"]), int(row["held"])
-    view: dict[str, Any] = {
-        "session": row["id"], "subject": row["subject"], "owner": row["owner"], "status": row["status"],
-        "budget": {"total": row["budget"], "used": row["used"], "running": reserved, "held": held,
-                   "left": row["budget"] - row["used"] - reserved - held},
-        "created_at": row["created_at"], "updated_at": row["updated_at"],
-    }
-    if row["status"] == Status.BLOCKED:
-        view.update(reason=row["reason"], retry_not_before=row["retry_not_before"],
-                    resume_state=json.loads(row["resume_state"]))
-    return view
+class _EnrichmentPending(Exception):
+    """The session's newest inputs are not enriched yet (raised before a reservation is taken)."""
 
 
-def _next_step(row: Row) -> str:
-    if row["status"] == Status.OPEN:
-        return "Investigate with project_query(session, arguments); each query costs one action of budget."
-    if row["status"] == Status.BLOCKED:
-        return ("Blocked: a human must resume it (armarius sessions resume "
-                f"{row['id']}){' from ' + row['retry_not_before'] if row['retry_not_before'] else ''}.")
-    return "Closed: its evidence stays readable; open a new session for new questions."
+def _pin(answer: Answer) -> dict[str, Any]:
+    """What an answer was read at: the pinned commit or the database snapshot."""
+    return {key: answer.origin[key] for key in ("commit", "snapshot") if key in answer.origin}
 
 
-def _record_view(record: Row) -> dict[str, Any]:
-    return {"seq": record["seq"], "kind": record["request_kind"], "capture": record["capture_id"],
-            "repeat_of": record["repeat_of"], "actor": record["actor"], "at": record["created_at"]}
-
-
-def _record_problems(record: Row, content: str | None) -> list[dict[str, Any]]:
-    where = {"evidence": record["seq"], "capture": record["capture_id"]}
-    if content is None:
-        return [{"problem": "record_without_capture", **where}]
-    if hashlib.sha256(content.encode("utf-8")).hexdigest() != record["capture_id"]:
-        return [{"problem": "capture_altered", **where}]
-    captured = json.loads(content)["request"]
-    if canonical_json(captured) != record["request"] or captured["kind"] != record["request_kind"]:
-        return [{"problem": "request_mismatch", **where}]
-    return []
-
-
-def _file_problems(folder: Path, stored: dict[str, str | None]) -> list[dict[str, Any]]:
-    problems: list[dict[str, Any]] = []
-    present = {path.name.removesuffix(".json"): path for path in folder.glob("*.json")} if folder.is_dir() else {}
-    for capture_id, path in sorted(present.items()):
-        if capture_id not in stored:
-            problems.append({"problem": "extra_file", "file": path.name})
-        elif not verify_capture(path) or (stored[capture_id] or "").encode("utf-8") != path.read_bytes():
-            problems.append({"problem": "modified_file", "file": path.name})
-    problems += [{"problem": "missing_file", "file": f"{capture_id}.json"}
-                 for capture_id in sorted(set(stored) - set(present))]
-    return problems
+def _answer_subject(answer: Answer) -> str:
+    return str(answer.origin.get("source") or answer.origin.get("database") or "databases")
 
 
 def _interrupted(reservation: Row, now: datetime) -> bool:
@@ -548,37 +616,3 @@ def _parse(moment: str) -> datetime:
     return datetime.fromisoformat(moment.replace("Z", "+00:00"))
 
 
-def _require_human(actor: Actor, permission: Permission, what: str) -> None:
-    """Human authority: agents are refused here even if a surface let the call through."""
-    if actor.kind is not Kind.HUMAN:
-        raise NotAllowed(f"Only a human may {what}.", permission=permission.value)
-    actor.require(permission)
-
-
-def _not_found(session_id: int) -> NotFound:
-    return NotFound(f"You have no session {session_id} in this workspace.", agent_hint="sessions lists yours.",
-                    session=session_id)
-
-
-def _closed(session_id: int) -> SessionClosed:
-    return SessionClosed(f"Session {session_id} is closed: its evidence stays readable, it takes no more queries.",
-                         agent_hint="Open a new session with session_open for a new question.", session=session_id)
-
-
-def _blocked(row: Row) -> SessionBlocked:
-    retry = row["retry_not_before"]
-    return SessionBlocked(
-        f"Session {row['id']} is blocked ({row['reason']}): a human must resume it"
-        f"{', not before ' + retry if retry else ''}.",
-        agent_hint="Tell the user; agents cannot resume a session.",
-        session=row["id"], reason=row["reason"], retry_not_before=retry,
-    )
-
-
-def _exhausted(row: Row, running: int) -> BudgetExhausted:
-    return BudgetExhausted(
-        f"Session {row['id']} has used its budget of {row['budget']} actions"
-        f"{f' ({running} running)' if running else ''}. Ask a human to raise it, or close the session.",
-        agent_hint="Summarize what you found so far for the user.",
-        session=row["id"], budget=row["budget"], used=row["used"], running=running,
-    )
