@@ -37,6 +37,7 @@ from armarius.canonical import canonical_json
 from armarius.config import Settings
 from armarius.errors import InvalidInput, SessionBlocked
 from armarius.sessions.enrichment import INPUTS_MAX, TEXT_ID_MAX
+from tests.cli.test_cli import Cli
 from tests.helpers import OwnerSQL, Team, agent_of, make_team
 from tests.research.conftest import world_server  # noqa: F401  (a fixture used here)
 from tests.research.repos import Repo, build_repo, source_entry, write_config
@@ -458,10 +459,11 @@ def test_a_stated_follow_up_says_when_its_row_is_missing_or_not_unique(bench: Be
     assert_facts_resolve(found, stored_captures(bench.settings))
     assert relations(found, "first_script") == [("creature:1", "creature:1"), ("creature:40", "creature:40")]
     assert relations(found, "reward_script") == [("quest:1", "creature:1")]
+    # Reached twice (from creature 1 and from quest 1), the row is stated once.
     comments = [fact for fact in found if fact["predicate"] == "comment"]
-    assert {fact["object"] for fact in comments} == {"Hogger - On Aggro - Say Line 0 (100% chance)"}
+    assert [fact["object"] for fact in comments] == ["Hogger - On Aggro - Say Line 0 (100% chance)"]
     # Creature 1 has four script rows: the first is stated, and that it was not the only one is said.
-    assert [(fact["subject"], fact["object"]) for fact in coverage(found, "id_not_unique")][:1] == [
+    assert [(fact["subject"], fact["object"]) for fact in coverage(found, "id_not_unique")] == [
         ("creature:1", {"what": "first_script", "reason": "id_not_unique", "table": "world.smart_scripts"})]
     # Creature 40 has none: a finding within the table asked.
     assert [(fact["subject"], fact["object"]) for fact in found if fact["predicate"] == "not_found_in"] == [
@@ -703,3 +705,25 @@ def test_the_enrichment_code_names_nothing_of_either_example_domain() -> None:
 
 def contains(parts: list[str], name: list[str]) -> bool:
     return any(parts[start:start + len(name)] == name for start in range(len(parts) - len(name) + 1))
+
+
+def test_a_human_enriches_from_the_command_line_and_reads_every_fact(bench: Bench) -> None:
+    app = bench.open(FULL)
+    agent, human = bench.people.agent, bench.people.human
+    session = app.sessions.open(agent, "from the shell", inputs=[{"entity_type": "quest", "id": 1}])["session"]
+    command = Cli(bench.settings)
+    command.env = {**command.env, "ARMARIUS_RESEARCH_CONFIG": "research-0.toml",
+                   "ARMARIUS_PASSWORD": bench.people.human_password, **password_environ(bench.server)}
+    base = ("--workspace", "alpha", "--as", human.principal)
+    done = command("--json", "sessions", "enrich", str(session), "--input", "quest:2", "--input", "item:3", *base)
+    assert done.exit_code == 0, done.stderr
+    view = json.loads(done.stdout)
+    assert view["facts"]["revision"] == 2
+    assert set(view["facts"]["entities"]) >= {"quest:2", "item:3"}
+    shown = command("sessions", "show", str(session), "--facts", *base)
+    assert shown.exit_code == 0, shown.stderr
+    assert "Facts of input revision 1:" in shown.stdout and "Facts of input revision 2:" in shown.stdout
+    assert "rewards_item" in shown.stdout and "/result/rows/0/" in shown.stdout
+    bad = command("--json", "sessions", "enrich", str(session), "--input", "quest", *base)
+    assert (bad.exit_code, "is not TYPE:ID" in bad.stderr) == (2, True)
+    assert facts(app, agent, session, 2) == facts(app, human, session, 2)
