@@ -23,7 +23,17 @@ from armarius.app import Armarius
 from armarius.config import Settings
 from armarius.memory.queries import INDEXED_REPETITIONS
 from armarius.memory.service import RememberRequest
-from armarius.memory.snippets import ELLIPSIS, MARK, MAX_HITS, SNIPPET_MAX_CHARS, SNIPPET_WORDS, fold, snippet
+from armarius.memory.snippets import (
+    ELLIPSIS,
+    MAP_CHUNK_CHARS,
+    MARK,
+    MAX_HITS,
+    SNIPPET_MAX_CHARS,
+    SNIPPET_WORDS,
+    fold,
+    snippet,
+    word_map,
+)
 from tests.helpers import OwnerSQL, Team, make_team
 
 OPS = ("Deploys run from the CI pipeline. The staging host is alpha-7 in rack 3: it restarts nightly. "
@@ -136,6 +146,9 @@ def test_a_word_is_indexed_at_most_255_times_per_entry_and_every_word_stays_find
     if settings.database_url is None:
         with OwnerSQL(settings) as owner:  # the index agrees with its content (the view of what was indexed)
             owner.execute("INSERT INTO entries_fts (entries_fts) VALUES ('integrity-check')")
+    with OwnerSQL(settings) as owner:  # a word left out takes the text after it along: the column stays short
+        indexed = owner.rows("SELECT search_body FROM entries WHERE slug = ?", ("big/repeats",))[0][0]
+    assert indexed.split() == ["yy"] * INDEXED_REPETITIONS + ["end"]
 
 
 def test_a_snippet_marks_words_as_the_index_compares_them(app: Armarius, team: Team) -> None:
@@ -238,3 +251,154 @@ def test_a_snippet_of_any_text_is_short_and_shows_the_body(body: str, terms: lis
     # Without its marks and cuts, what is shown is text of the body.
     for piece in text.replace(MARK, "").split(ELLIPSIS):
         assert piece in body or piece in unicodedata.normalize("NFC", body)
+
+
+# Long entries: the word map ------------------------------------------------------------------------
+
+PROSE = ("Deploys run from the CI pipeline: the staging host restarts nightly, and backups go to the vault "
+         "at two. Ask ops before touching it during a release window, because a rollback takes an hour.\n\n")
+
+
+def long_prose(size: int, ending: str, *, middle: str = "") -> str:
+    """Ordinary sentences of about ``size`` characters ending in ``ending``; ``middle`` starts four
+    characters before the boundary of two map pieces half-way, so that its first word crosses it."""
+    text = PROSE * (size // len(PROSE) + 1)
+    if middle:
+        boundary = size // 2 // MAP_CHUNK_CHARS * MAP_CHUNK_CHARS
+        text = text[:boundary - 5] + " " + middle + text[boundary - 5:]
+    return text[:size - len(ending) - 1].rstrip() + " " + ending
+
+
+def stored_map(settings: Settings, slug: str) -> bytes | None:
+    with OwnerSQL(settings) as owner:
+        found = owner.rows("SELECT m.word_map FROM entries e LEFT JOIN entry_word_maps m ON m.entry_id = e.id "
+                           "WHERE e.slug = ?", (slug,))[0][0]
+    return None if found is None else bytes(found)
+
+
+def test_recall_shows_a_rare_word_wherever_it_stands_in_an_entry_at_the_body_limit(
+        app: Armarius, team: Team, settings: Settings) -> None:
+    """A word once near the end of an entry at the body limit, once across a piece boundary, once in
+    every piece, before a word longer than a piece, only in the slug: each snippet is the one cut
+    from the whole body (FTS5's, or the body's start), on both engines, for every word of the query
+    and for any of them."""
+    size = body_limit(app) - 100
+    bodies = {
+        "big/end": long_prose(size, "Ask Quasimodo about the bells."),
+        "big/middle": long_prose(size, "The end.", middle="Quasimodo rang them. "),
+        "big/spread": " ".join(long_prose(MAP_CHUNK_CHARS - 1, "Quasimodo.") for _ in range(size // MAP_CHUNK_CHARS)),
+        # a hit followed by a word longer than a map piece
+        "big/long-word": long_prose(size - 5000, "Ask Quasimodo " + "y" * 4000 + " twice."),
+        "big/quasimodo-slug": long_prose(size, "Nothing to find here."),
+        "small/other": "Quasimodo, once.",
+    }
+    for slug, body in bodies.items():
+        remember(app, team, slug, body)
+        assert (stored_map(settings, slug) is None) == (len(body) <= 2 * MAP_CHUNK_CHARS)
+        assert stored_map(settings, slug) == word_map(body)
+    for query in ("quasimodo", "Quasimodo nowhereword"):
+        answer = app.memory.recall(team.agent, query, limit=10)
+        assert answer["match"] == ("all" if query == "quasimodo" else "any")
+        snippets = {result["slug"]: result["snippet"] for result in answer["results"]}
+        assert set(snippets) == set(bodies)
+        for slug, body in bodies.items():  # the snippet cut from the whole body, which is FTS5's
+            assert snippets[slug] == snippet(body, ["quasimodo"]), slug
+            if slug not in {"big/quasimodo-slug", "big/long-word"}:  # (a snippet cuts a long word short)
+                assert snippets[slug] == fts5_snippet(body, ["quasimodo"]), slug
+        assert "**Quasimodo**" in snippets["big/end"]
+        assert "**Quasimodo**" in snippets["big/middle"]
+        assert "**Quasimodo**" in snippets["big/spread"]
+        assert snippets["big/quasimodo-slug"].startswith("Deploys run from the CI pipeline")
+        assert snippets["big/long-word"].endswith("**Quasimodo** " + "y" * 64 + "… twice.")
+
+
+def test_the_word_map_follows_each_revision(app: Armarius, team: Team, settings: Settings) -> None:
+    long_body, short_body = long_prose(body_limit(app) - 100, "Ask Quasimodo."), "Quasimodo, in short."
+    remember(app, team, "big/changing", short_body)
+    assert stored_map(settings, "big/changing") is None
+    for body in (long_body, short_body, long_body + " More.", long_body):
+        app.memory.remember(team.agent, RememberRequest(slug="big/changing", title="Entry big/changing", body=body))
+        assert stored_map(settings, "big/changing") == word_map(body)
+        [result] = app.memory.recall(team.agent, "quasimodo")["results"]
+        assert result["snippet"] == fts5_snippet(body, ["quasimodo"])
+
+
+def test_an_entry_written_before_word_maps_is_searched_whole(app: Armarius, team: Team, settings: Settings) -> None:
+    size = body_limit(app) - 100
+    body = long_prose(size, "Ask Quasimodo about the bells.")
+    remember(app, team, "big/old", body)
+    with OwnerSQL(settings) as owner:
+        assert owner.execute("DELETE FROM entry_word_maps WHERE entry_id = (SELECT id FROM entries WHERE slug = ?)",
+                             ("big/old",)) == 1
+    [result] = app.memory.recall(team.agent, "quasimodo")["results"]
+    assert result["snippet"] == fts5_snippet(body, ["quasimodo"])
+    assert "**Quasimodo**" in result["snippet"]
+
+
+FILLER = ["lorem", "ipsum", "dolor", "sit", "amet", "Alphabet", "betamax", "zzz"]
+
+
+@st.composite
+def long_bodies(draw: st.DrawFn) -> str:
+    """Several map pieces of filler, with ordinary bodies (query words, sentences, accents) dropped in
+    at drawn places, some right at a piece boundary or across it."""
+    size = draw(st.integers(2 * MAP_CHUNK_CHARS + 1, 6 * MAP_CHUNK_CHARS))
+    filler = " ".join(FILLER[i % len(FILLER)] for i in range(size // 5))
+    body = filler[:size]
+    for _ in range(draw(st.integers(0, 4))):
+        insert = draw(st.one_of(ordinary_bodies(), st.sampled_from([
+            "Müller", "MULLER", "İstanbul", "\u212aelvin", "Mu\u0301ller", "a_zz_b", "zz", "ZZ.", "the" * 40])))
+        at = draw(st.one_of(st.integers(0, len(body)),
+                            st.sampled_from([MAP_CHUNK_CHARS, 2 * MAP_CHUNK_CHARS]).flatmap(
+                                lambda edge: st.integers(edge - 12, edge + 2))))
+        body = body[:at] + insert + body[at:]
+    return body
+
+
+@hypothesis_settings(max_examples=150, deadline=None)
+@given(body=long_bodies(), terms=st.lists(st.sampled_from(["alpha", "beta", "zz", "the", "muller", "istanbul",
+                                                            "kelvin", "b", "lorem", "nowhere", "thethe"]),
+                                          min_size=1, max_size=3, unique=True))
+@example(body="lorem " * 1400 + "ipsu" + "m" * 20 + " alpha", terms=["alpha"])
+@example(body="x" * (2 * MAP_CHUNK_CHARS - 3) + " alpha" + " lorem" * 1000, terms=["alpha"])
+@example(body="lorem " * 2000 + "Mu\u0301ller", terms=["muller"])
+def test_a_word_map_never_changes_a_snippet(body: str, terms: list[str]) -> None:
+    """The map only rules out the pieces that hold no query word: the snippet is the one cut from
+    the body searched whole."""
+    assert snippet(body, terms, word_map(body)) == snippet(body, terms)
+
+
+@pytest.mark.parametrize(("ending", "terms", "marked"), [
+    ("Wir trafen Herrn Müller.", ["muller"], "**Müller**"),
+    ("Nach İstanbul.", ["istanbul"], "**İstanbul**"),
+    ("Ask Quasimodo.", ["QUASIMODO", "nowhere"], "**Quasimodo**"),
+    ("Wir trafen Herrn Mu\u0301ller.", ["muller"], "**Múller**"),
+])
+def test_an_accented_or_folded_word_near_the_end_of_a_long_body_is_found(ending: str, terms: list[str],
+                                                                          marked: str) -> None:
+    body = long_prose(60_000, ending)
+    found = snippet(body, terms, word_map(body))
+    assert marked in found
+    assert found == snippet(body, terms)
+    if "\u0301" not in body:  # (recall composes separate accents first, and counts the words composed)
+        assert found == fts5_snippet(body, terms)
+
+
+def test_a_word_after_hundreds_of_longer_words_ending_in_it_is_found() -> None:
+    """Matches inside longer words ('the' in 'bathe') are passed over by the regex engine, however
+    many there are: the word after them is found, as FTS5 finds it."""
+    body = "They bathe. " + "bathe " * 2000 + "the end"
+    assert snippet(body, ["the"]) == fts5_snippet(body, ["the"])
+    assert snippet(body, ["the"]).endswith("**the** end")
+
+
+def test_a_word_map_that_does_not_fit_its_body_is_not_used() -> None:
+    body = long_prose(40_000, "Ask Quasimodo.")
+    words = word_map(body)
+    assert words is not None
+    assert len(words) <= len(body) // 4
+    expected = snippet(body, ["quasimodo"])
+    assert "**Quasimodo**" in expected
+    for wrong in (words[:-1], b"\x02" + words[1:], word_map(body + " more" * 2000), b"", b"\x01"):
+        assert snippet(body, ["quasimodo"], wrong) == expected
+    assert word_map("short " * 100) is None

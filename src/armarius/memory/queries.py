@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from armarius.memory.model import WORD_PATTERN, Entry
+from armarius.memory.snippets import word_map
 from armarius.store import Row, Tx
 
 _ENTRY_COLUMNS = (
@@ -59,7 +60,12 @@ def insert_entry(tx: Tx, *, slug: str, slug_key: str, title: str, body: str, tag
         (tx.require_workspace(), slug, slug_key, title, body, search_body(body), tags, at, at, by),
     )
     assert row is not None
-    return int(row["id"])
+    entry_id = int(row["id"])
+    words = word_map(body)
+    if words is not None:
+        tx.execute("INSERT INTO entry_word_maps (entry_id, workspace_id, word_map) VALUES (?, ?, ?)",
+                   (entry_id, tx.require_workspace(), words))
+    return entry_id
 
 
 def update_entry(tx: Tx, entry_id: int, *, title: str, body: str, tags: str, revision: int, by: str, at: str,
@@ -69,6 +75,14 @@ def update_entry(tx: Tx, entry_id: int, *, title: str, body: str, tags: str, rev
         "updated_by = ?, needs_review = ? WHERE workspace_id = ? AND id = ?",
         (title, body, search_body(body), tags, revision, at, by, needs_review, tx.require_workspace(), entry_id),
     )
+    words = word_map(body)
+    if words is None:
+        tx.execute("DELETE FROM entry_word_maps WHERE workspace_id = ? AND entry_id = ?",
+                   (tx.require_workspace(), entry_id))
+    else:
+        tx.execute("INSERT INTO entry_word_maps (entry_id, workspace_id, word_map) VALUES (?, ?, ?) "
+                   "ON CONFLICT (entry_id) DO UPDATE SET word_map = excluded.word_map",
+                   (entry_id, tx.require_workspace(), words))
 
 
 def search_body(body: str) -> str | None:
@@ -77,7 +91,12 @@ def search_body(body: str) -> str | None:
     number of positions per entry (FTS5's bm25() reads every one). None: the body itself.
 
     Every word of the body stays findable; only the ranking of an entry that repeats a word hundreds
-    of times changes, and barely (bm25 counts a word's repetitions with diminishing weight).
+    of times changes, and barely (bm25 counts a word's repetitions with diminishing weight). A word
+    left out takes the text after it along when the text before it ends in an ASCII character, which
+    parts words on both engines: they number words, not characters, so the index is the same as if
+    only the word went, and the column stays short (``zz zz …`` at the body limit: 800 characters,
+    not 22,000 of them spaces). A combining accent before the word (decomposed text), which FTS5
+    takes into a word, keeps the text after it.
     """
     if len(body) <= 2 * INDEXED_REPETITIONS:  # too short to hold a word that often
         return None
@@ -93,6 +112,8 @@ def search_body(body: str) -> str | None:
             seen[word] += 1
             if seen[word] > INDEXED_REPETITIONS:
                 pieces[index] = ""
+                if pieces[index - 1][-1:].isascii():  # the text before it parts words on both engines
+                    pieces[index + 1] = ""
     return "".join(pieces)
 
 
@@ -200,7 +221,9 @@ def match_expression(dialect: str, groups: Sequence[Sequence[str]]) -> str:
 
 
 def search(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Sequence[str]) -> list[Row]:
-    """Ranked hits with their bodies, best first (memory.snippets cuts the snippet from a body).
+    """Ranked hits with their bodies and word maps, best first (memory.snippets cuts the snippet from
+    a body, reading only the parts of it that its word map, written with it, says may hold a query word;
+    entry_word_maps is a table of its own, as a column after SQLite's long ones is read by paging through them).
 
     SQLite: FTS5 ranks inside the index (``rank MATCH 'bm25(…)'``), so entries are joined only
     for the rows returned; CROSS JOIN keeps the index as the outer loop (the planner would
@@ -222,16 +245,19 @@ def search(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Seq
             )
             params = [workspace, *tags, len(tags)]
         return tx.all(
-            "SELECT e.slug, e.title, e.revision, e.curated_revision, e.body "
+            "SELECT e.slug, e.title, e.revision, e.curated_revision, e.body, m.word_map "
             "FROM entries_fts CROSS JOIN entries e ON e.id = entries_fts.rowid "
+            "LEFT JOIN entry_word_maps m ON m.entry_id = e.id "
             f"WHERE entries_fts MATCH ? AND entries_fts.rank MATCH ? AND e.workspace_id = ?{filters} "
             "ORDER BY entries_fts.rank LIMIT ?",
             (expression, _BM25_WEIGHTS, workspace, *params, limit),
         )
     return tx.all(
-        "SELECT e.slug, e.title, e.revision, e.curated_revision, e.body "
+        "SELECT e.slug, e.title, e.revision, e.curated_revision, e.body, m.word_map "
         "FROM armarius_search_entries(to_tsquery('simple', ?), ?, ?, ?) hit "
-        "JOIN entries e ON e.id = hit.entry_id AND e.workspace_id = ? ORDER BY hit.rank DESC, hit.entry_id",
+        "JOIN entries e ON e.id = hit.entry_id AND e.workspace_id = ? "
+        "LEFT JOIN entry_word_maps m ON m.entry_id = e.id AND m.workspace_id = e.workspace_id "
+        "ORDER BY hit.rank DESC, hit.entry_id",
         (expression, limit, curated_only, list(tags), workspace),
     )
 

@@ -92,7 +92,7 @@ class MemoryService:
                     curated_only=curated_only, tags=wanted_tags,
                 )
         results = [{
-            "slug": row["slug"], "title": row["title"], "snippet": snippet(row["body"], terms),
+            "slug": row["slug"], "title": row["title"], "snippet": snippet(row["body"], terms, row["word_map"]),
             "revision": row["revision"], "curated": row["curated_revision"] == row["revision"],
         } for row in rows]
         return {"query": query, "match": match if rows else "none", "results": results}

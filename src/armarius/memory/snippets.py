@@ -3,9 +3,14 @@
 Neither engine's own snippet function is bounded. FTS5's ``snippet()`` scores a window at every
 hit against every other hit, so its time grows with the square of the hits (two 64 KiB entries of
 ``zz zz …`` took 6 to 35 seconds); PostgreSQL's ``ts_headline()`` parses the whole body (about
-50 ms for 64 KiB). Here the query words are searched for in the lowercased body (in C, a chunk at a
+50 ms for 64 KiB). Here the query words are searched for in the lowercased body (in C, a piece at a
 time, until :data:`MAX_HITS` hits are found), only those hits are weighed, and only the words next
 to the chosen ones are split out, so the work per entry stays small whatever the body holds.
+
+Where in a long body its words are is known without reading it: :func:`word_map`, written with the
+entry, tells which pieces of :data:`MAP_CHUNK_CHARS` characters hold which words (a Bloom filter
+per piece), so the search reads only the pieces that may hold a query word: an entry at the body
+limit whose only hit is near its end costs one piece, and a query word the entry lacks costs none.
 
 The window is chosen as FTS5 chooses it: the :data:`SNIPPET_WORDS` words holding the most
 distinct query words, then the most hits, the earliest first; it starts at a sentence when the
@@ -19,20 +24,31 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import operator
 import re
 import unicodedata
-from collections.abc import Sequence
+import zlib
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 #: Words in a snippet (what FTS5's snippet() was asked for).
 SNIPPET_WORDS = 20
 #: Hits weighed when choosing the window (later ones are still marked when they fall inside it).
 MAX_HITS = 32
-#: How much of a body is lowercased and searched at a time (the search stops after the chunk that
-#: brings MAX_HITS hits).
-SCAN_CHUNK_CHARS = 4096
-#: Matches a query word's search may look at (a short word ends many longer ones: 'the' in 'bathe').
-MAX_PROBES = 256
+#: How much of a body is searched first; each further piece is twice as long as the one before (the
+#: search stops after the piece that brings MAX_HITS hits).
+FIRST_PIECE_CHARS = 4096
+#: Text holding non-ASCII characters is lowercased this much at a time (see _lowered).
+LOWER_CHUNK_CHARS = 4096
+#: The pieces a word map tells apart; a body of at most two has none (searching it costs little more).
+MAP_CHUNK_CHARS = 4096
+#: A word map's Bloom filters: bits per word of the piece holding the most words (at least, up to
+#: 2**MAP_ROWS_LOG_MAX bits: a map is at most a quarter of its body), bits set per word. About 3% of
+#: the pieces without a word are taken to hold it (and searched for nothing).
+MAP_BITS_PER_WORD, MAP_HASHES, MAP_ROWS_LOG_MAX = 8, 3, 13  # (_map_rows sets MAP_HASHES bits)
+_MAP_VERSION, _MAP_HEADER = 1, 4
+#: Set in a word map's flags when the body is in Unicode's composed form (NFC).
+_MAP_COMPOSED = 1
 #: The longest a window of words is taken to be: words further apart are a window apart, uncounted.
 WINDOW_MAX_CHARS = 16 * SNIPPET_WORDS
 #: Hits spread over at most this much text have their word positions counted in one pass.
@@ -60,16 +76,25 @@ _LATIN = (range(0xC0, 0x250), range(0x1E00, 0x1F00))
 _ACCENTS = range(0x300, 0x370)
 
 
-class _Hit(NamedTuple):
-    start: int
-    term: str
+class _Hits(NamedTuple):
+    """Hits in body order: where each starts, and the query word it is."""
+
+    starts: list[int]
+    terms: list[str]
 
 
-def snippet(body: str, terms: Sequence[str]) -> str:
-    """About :data:`SNIPPET_WORDS` words of ``body`` around its best hits of ``terms``, hits in ``**``."""
+_NO_HITS = _Hits([], [])
+_match_start = operator.methodcaller("start")
+
+
+def snippet(body: str, terms: Sequence[str], body_map: bytes | None = None) -> str:
+    """About :data:`SNIPPET_WORDS` words of ``body`` around its best hits of ``terms``, hits in ``**``.
+    ``body_map``: the body's :func:`word_map` (None: the body is searched from its start)."""
     wanted = {fold(term) for term in terms} - {""}
-    hits = _hits(body, wanted)
-    if not hits and not body.isascii() and not unicodedata.is_normalized("NFC", body):
+    mapped = _read_map(body_map, len(body))
+    hits = _hits(body, wanted, mapped)
+    if (not hits.starts and not body.isascii() and not (mapped is not None and mapped.composed)
+            and not unicodedata.is_normalized("NFC", body)):
         # Accents written as separate characters split words: compose them, as most text is written.
         body = unicodedata.normalize("NFC", body)
         hits = _hits(body, wanted)
@@ -77,7 +102,7 @@ def snippet(body: str, terms: Sequence[str]) -> str:
     if first_word is None:
         return _cut(body)
     origin = first_word.start()
-    anchor, back = _window(body, hits, origin) if hits else (origin, None)
+    anchor, back = _window(body, hits, origin) if hits.starts else (origin, None)
     return _render(body, anchor, back, origin, wanted)
 
 
@@ -113,56 +138,196 @@ def _accented() -> dict[str, str]:
 # Finding hits ----------------------------------------------------------------------------------
 
 
-def _hits(body: str, wanted: set[str]) -> list[_Hit]:
-    """The first MAX_HITS hits of the query words in ``body``, whole words only, in body order."""
+def _hits(body: str, wanted: set[str], mapped: _Map | None = None) -> _Hits:
+    """The first MAX_HITS hits of the query words in ``body``, whole words only, in body order;
+    ``mapped``: the body's word map, which rules out the parts that hold none."""
     if not wanted:
-        return []
-    hits = _hits_in(body, wanted, accented=False)
-    if not hits and not body.isascii():
+        return _NO_HITS
+    hits = _hits_in(body, wanted, None if mapped is None else mapped.pieces(wanted), accented=False)
+    if not hits.starts and not body.isascii():
         # The body may hold the words accented where the query did not ('Müller' for 'muller').
-        hits = _hits_in(body, wanted, accented=True)
+        hits = _hits_in(body, wanted, None if mapped is None else mapped.pieces(wanted), accented=True)
     return hits
 
 
-def _hits_in(body: str, wanted: set[str], *, accented: bool) -> list[_Hit]:
-    """Searches the lowercased body a chunk at a time, and stops at a chunk's end once MAX_HITS hits
-    are found (later chunks could only add later ones). Lowercasing is slow for a string holding any
-    non-ASCII character, but a chunk of ASCII characters is an ASCII string again."""
+def _hits_in(body: str, wanted: set[str], pieces: Iterable[tuple[int, int, Collection[str]]] | None, *,
+             accented: bool) -> _Hits:
+    """Searches the lowercased body a piece at a time (``pieces``, with the words each may hold, or
+    see :func:`_pieces`), and stops at a piece's end once MAX_HITS hits are found (later pieces
+    could only add later ones).
+
+    In each piece a query word is first looked for with ``str.find`` (a piece without it costs one
+    pass in C), then its whole-word matches are taken from there by its pattern, which rejects a
+    match inside a longer word in C too, so Python handles only the hits kept. ``accented``: the
+    second search, for accented forms; a piece of ASCII text cannot hold one (nor, since the first
+    search found nothing, a plain one), so it is skipped."""
     patterns = {term: _term_pattern(term, accented=accented) for term in wanted}
-    found: dict[int, _Hit] = {}
-    probes, counts = dict.fromkeys(wanted, 0), dict.fromkeys(wanted, 0)
-    for offset in range(0, len(body), SCAN_CHUNK_CHARS):
-        # A word starting in the chunk is seen whole, with the character after it.
-        chunk = body[offset:offset + SCAN_CHUNK_CHARS + max(map(len, wanted)) + 1]
-        lowered = chunk.lower() if chunk.isascii() else chunk.replace("\u0130", "i").lower()  # 'İ': one character
-        for term, pattern in patterns.items():
-            for match in pattern.finditer(lowered, 0, min(len(lowered), SCAN_CHUNK_CHARS + len(term) + 1)):
-                start = match.start()
-                if start >= SCAN_CHUNK_CHARS or probes[term] == MAX_PROBES or counts[term] == MAX_HITS:
-                    break
-                probes[term] += 1
-                before = lowered[start - 1] if start else body[offset - 1] if offset else ""
-                if not before.isalnum():
-                    found[offset + start] = _Hit(offset + start, term)
-                    counts[term] += 1
-        if len(found) >= MAX_HITS:
+    starts: dict[str, list[int]] = {term: [] for term in wanted}
+    reach = max(map(len, wanted)) + 1  # a word starting in a piece is seen whole, with the character after it
+    if pieces is None:
+        pieces = ((offset, end, wanted) for offset, end in _pieces(len(body)))
+    for offset, end, terms in pieces:
+        lead = 1 if offset else 0  # the character before the piece, which the patterns look back at
+        chunk = body[offset - lead:end + reach]
+        if accented and chunk.isascii():
+            continue
+        lowered, stop = _lowered(chunk), end - offset + lead  # a match must start before stop
+        for term in terms:
+            kept, pattern = starts[term], patterns[term]
+            if len(kept) == MAX_HITS:
+                continue
+            begin = lead if accented else lowered.find(term, lead, stop - 1 + len(term))
+            if begin < 0:
+                continue
+            matches = itertools.islice(pattern.finditer(lowered, begin, stop + len(term)), MAX_HITS - len(kept))
+            kept += [offset - lead + start for start in map(_match_start, matches) if start < stop]
+        if sum(map(len, starts.values())) >= MAX_HITS:
             break
-    return [found[start] for start in sorted(found)[:MAX_HITS]]
+    found = [(term, positions) for term, positions in starts.items() if positions]
+    if len(found) == 1:
+        term, positions = found[0]
+        return _Hits(positions, [term] * len(positions))
+    pairs = sorted((start, term) for term, positions in found for start in positions)[:MAX_HITS]
+    return _Hits([start for start, _ in pairs], [term for _, term in pairs])
+
+
+def _pieces(length: int, first: int = FIRST_PIECE_CHARS) -> Iterator[tuple[int, int]]:
+    """Where text of ``length`` characters is searched, piece by piece: ``first`` characters, then
+    pieces twice as long as the one before (an entry whose words are near its start costs a small
+    piece; one whose only hit is near its end costs a few passes in C, not one per 4 KB)."""
+    offset, size = 0, first
+    while offset < length:
+        yield offset, min(offset + size, length)
+        offset, size = offset + size, 2 * size
+
+
+def _lowered(text: str) -> str:
+    """``text`` lowercased one character for one. Lowercasing a string that holds any non-ASCII
+    character is ten times slower, so such text is lowercased in LOWER_CHUNK_CHARS pieces (a piece
+    of ASCII characters is an ASCII string again); 'İ' lowercases to two characters, so it becomes 'i'."""
+    if text.isascii():
+        return text.lower()
+    if len(text) <= LOWER_CHUNK_CHARS:
+        return text.replace("\u0130", "i").lower()
+    return "".join(map(_lowered, (text[at:at + LOWER_CHUNK_CHARS] for at in range(0, len(text), LOWER_CHUNK_CHARS))))
 
 
 @functools.lru_cache(maxsize=1024)
 def _term_pattern(term: str, *, accented: bool) -> re.Pattern[str]:
-    """The word ``term`` not followed by a letter or digit (the search runs in C from its first letter);
-    ``accented``: any accented form of its latin letters too."""
+    """The word ``term`` neither preceded nor followed by a letter or digit; ``accented``: any accented
+    form of its latin letters too. The search runs in C from its first letter (the look back comes
+    after the word, where it keeps the regex engine's quick search for the word's letters)."""
     variants = _accented() if accented else {}
     letters = "".join(f"[{char}{variants[char]}]" if char in variants else re.escape(char) for char in term)
-    return re.compile(letters + r"(?![^\W_])")
+    return re.compile(f"{letters}(?<![^\\W_]{letters})(?![^\\W_])")
+
+
+# The word map ----------------------------------------------------------------------------------
+
+
+def word_map(body: str) -> bytes | None:
+    """Which words each piece of MAP_CHUNK_CHARS characters of ``body`` holds, for :func:`snippet`
+    (None: a body of at most two pieces). A word belongs to the piece it starts in, as the search
+    assigns it, and is recorded as the search compares it (:func:`fold`), so a piece the map rules
+    out holds no hit, plain or accented.
+
+    Each piece has a Bloom filter of 2**rows_log bits (MAP_HASHES bits set per word), stored sliced
+    by groups of eight pieces: byte r of a group holds bit r of its pieces' filters (piece i of the
+    group in bit i), so a word's pieces are the AND of MAP_HASHES bytes per group. Header: version,
+    log2 of the piece size, rows_log, flags (_MAP_COMPOSED)."""
+    if len(body) <= 2 * MAP_CHUNK_CHARS:
+        return None
+    lowered = _lowered(body)
+    chunks = [_words_starting_in(lowered, start, start + MAP_CHUNK_CHARS)
+              for start in range(0, len(body), MAP_CHUNK_CHARS)]
+    rows_log = min(max(6, (MAP_BITS_PER_WORD * max(map(len, chunks)) - 1).bit_length()), MAP_ROWS_LOG_MAX)
+    rows = {word: _map_rows(word, rows_log) for word in set().union(*chunks)}
+    flags = _MAP_COMPOSED if body.isascii() or unicodedata.is_normalized("NFC", body) else 0
+    table = bytearray([_MAP_VERSION, MAP_CHUNK_CHARS.bit_length() - 1, rows_log, flags])
+    for group in (chunks[start:start + 8] for start in range(0, len(chunks), 8)):
+        sliced = 0
+        for number, chunk in enumerate(group):
+            bits = bytearray(1 << rows_log)  # one byte per bit of the filter, 0 or 1
+            for row in {row for word in chunk for row in rows[word]}:
+                bits[row] = 1
+            sliced |= int.from_bytes(bits, "little") << number  # each byte's bit `number`
+        table += sliced.to_bytes(1 << rows_log, "little")
+    return bytes(table)
+
+
+def _words_starting_in(lowered: str, start: int, end: int) -> set[str]:
+    """The words (folded) that start in lowered[start:end], each whole."""
+    words = _WORD.findall(lowered, start, end)
+    if words and end < len(lowered) and lowered[end - 1].isalnum() and lowered[end].isalnum():
+        tail = _WORD.match(lowered, end)
+        assert tail is not None
+        words[-1] += tail.group()  # the last word runs on into the next piece
+    if words and start and lowered[start - 1].isalnum() and lowered[start].isalnum():
+        del words[0]  # the first one began in the piece before
+    return {word if word.isascii() else fold(word) for word in set(words)}
+
+
+def _map_rows(word: str, rows_log: int) -> tuple[int, int, int]:
+    """The MAP_HASHES bits of a filter of 2**rows_log bits that ``word`` sets: double hashing with
+    CRC-32 of its UTF-8 bytes, forwards and backwards (two unrelated linear hashes)."""
+    data = word.encode("utf-8", "surrogatepass")
+    first, second, mask = zlib.crc32(data), zlib.crc32(data[::-1]) | 1, (1 << rows_log) - 1
+    return first & mask, (first + second) & mask, (first + 2 * second) & mask
+
+
+_term_rows = functools.lru_cache(maxsize=1024)(_map_rows)  # a query's words, looked up in map after map
+
+
+class _Map(NamedTuple):
+    table: bytes
+    chunk: int  # characters per piece
+    rows_log: int
+    chunks: int  # pieces
+    composed: bool
+
+    def pieces(self, wanted: set[str]) -> Iterator[tuple[int, int, Collection[str]]]:
+        """The parts of the body that may hold one of ``wanted``, in body order, each with the words
+        it may hold: a run of such pieces is searched as :func:`_pieces` searches a body, in pieces
+        twice as long as the one before."""
+        table, size = self.table, 1 << self.rows_log
+        masks: dict[str, int] = {}  # the pieces each word may be in, piece i in bit i
+        for term in wanted:
+            first, second, third = _term_rows(term, self.rows_log)
+            mask = 0
+            for group, base in enumerate(range(_MAP_HEADER, len(table), size)):
+                mask |= (table[base + first] & table[base + second] & table[base + third]) << 8 * group
+            masks[term] = mask
+        found = functools.reduce(int.__or__, masks.values(), 0)
+        number = 0
+        while found >> number:
+            rest = found >> number
+            number += (rest & -rest).bit_length() - 1  # the pieces ruled out
+            rest = found >> number
+            run = (rest ^ (rest + 1)).bit_length() - 1  # the pieces that follow, each maybe holding a word
+            for start, end in _pieces(run * self.chunk, self.chunk):
+                first, last = number + start // self.chunk, number + -(-end // self.chunk)
+                span = (1 << last) - (1 << first)
+                terms = wanted if len(masks) == 1 else [term for term, mask in masks.items() if mask & span]
+                yield number * self.chunk + start, number * self.chunk + end, terms
+            number += run
+
+
+def _read_map(table: bytes | None, length: int) -> _Map | None:
+    """The word map ``table`` of a body of ``length`` characters, or None if it is not one (none
+    was written, or a later version): the body is then searched from its start."""
+    if not table or len(table) < _MAP_HEADER or table[0] != _MAP_VERSION:
+        return None
+    chunk, rows_log, flags = 1 << table[1], table[2], table[3]
+    chunks = -(-length // chunk)
+    if chunks < 2 or len(table) != _MAP_HEADER + (1 << rows_log) * -(-chunks // 8):
+        return None
+    return _Map(table, chunk, rows_log, chunks, bool(flags & _MAP_COMPOSED))
 
 
 # Choosing the window ---------------------------------------------------------------------------
 
 
-def _window(body: str, hits: list[_Hit], origin: int) -> tuple[int, int | None]:
+def _window(body: str, hits: _Hits, origin: int) -> tuple[int, int | None]:
     """Where the window is: the offset of a word, and how many words before it the window starts
     (a centred window, which moves back from the body's end as FTS5's does), or None (a window from
     a sentence start, which starts at that word whatever follows).
@@ -172,41 +337,41 @@ def _window(body: str, hits: list[_Hit], origin: int) -> tuple[int, int | None]:
     and the window from the start of its sentence with 100 more (120 from the body's start); the
     first of the best wins (so a window no other can beat ends the search).
     """
-    positions = _positions(body, hits)
+    starts, terms = hits
+    positions = _positions(body, starts)
 
     def score(begin: int) -> int:
         """The score of the window from word position ``begin``."""
-        index, seen, count = bisect.bisect_left(positions, begin), set(), 0
-        while index < len(hits) and positions[index] < begin + SNIPPET_WORDS:
-            seen.add(hits[index].term)
-            index, count = index + 1, count + 1
-        return 999 * len(seen) + count
+        first = bisect.bisect_left(positions, begin)
+        end = bisect.bisect_left(positions, begin + SNIPPET_WORDS, first)
+        return 999 * len(set(terms[first:end])) + end - first
 
-    unbeatable = 999 * len({hit.term for hit in hits}) + SNIPPET_WORDS + 120
+    unbeatable = 999 * len(set(terms)) + SNIPPET_WORDS + 120
     best_score, best_start, best_back = -1, origin, None
-    counts: dict[str, int] = {}
+    counts: dict[str, int] = {}  # the query words of the hits from the current one to the last
     last = -1
     sentence: tuple[int, int] | None = None  # offset and word position of the sentence the hit is in
     sentence_scores: dict[int, int] = {}
     # Like FTS5, sentence starts count only in a body longer than one window.
     one_window = _words_between(body, origin, len(body)) < SNIPPET_WORDS
-    for number, hit in enumerate(hits):
+    for number, (start, term) in enumerate(zip(starts, terms, strict=True)):
         if best_score == unbeatable:
             break
-        while last + 1 < len(hits) and positions[last + 1] < positions[number] + SNIPPET_WORDS:
-            last += 1
-            counts[hits[last].term] = counts.get(hits[last].term, 0) + 1
+        end = bisect.bisect_left(positions, positions[number] + SNIPPET_WORDS, last + 1)
+        for index in range(last + 1, end):  # the hits that join the window centred on this one
+            counts[terms[index]] = counts.get(terms[index], 0) + 1
+        last = end - 1
         centred = 999 * len(counts) + last - number + 1
         if centred > best_score:
             spare = SNIPPET_WORDS - (positions[last] - positions[number] + 1)
-            best_score, best_start, best_back = centred, hit.start, spare // 2
-        counts[hit.term] -= 1
-        if not counts[hit.term]:
-            del counts[hit.term]
+            best_score, best_start, best_back = centred, start, spare // 2
+        counts[term] -= 1
+        if not counts[term]:
+            del counts[term]
         if one_window:
             continue
-        sentence = _sentence_of(body, hits, positions, number, origin, sentence)
-        if sentence is None or sentence[0] == hit.start or positions[number] - sentence[1] >= SNIPPET_WORDS:
+        sentence = _sentence_of(body, starts, positions, number, origin, sentence)
+        if sentence is None or sentence[0] == start or positions[number] - sentence[1] >= SNIPPET_WORDS:
             continue
         if sentence[0] not in sentence_scores:
             sentence_scores[sentence[0]] = score(sentence[1]) + (120 if sentence[0] == origin else 100)
@@ -215,27 +380,28 @@ def _window(body: str, hits: list[_Hit], origin: int) -> tuple[int, int | None]:
     return best_start, best_back
 
 
-def _positions(body: str, hits: list[_Hit]) -> list[int]:
-    """Word positions of the hits, counted from the first; a gap of a whole window or more counts as one window."""
-    base = hits[0].start
-    span = body[base:hits[-1].start]
+def _positions(body: str, starts: list[int]) -> list[int]:
+    """Word positions of the hits starting at ``starts``, counted from the first; a gap of a whole
+    window or more counts as one window."""
+    base = starts[0]
+    span = body[base:starts[-1]]
     if not span.isascii() or len(span) > POSITIONS_SPAN_CHARS:
-        gaps = [_words_between(body, previous.start, hit.start) for previous, hit in itertools.pairwise(hits)]
+        gaps = [_words_between(body, previous, start) for previous, start in itertools.pairwise(starts)]
     else:  # one pass in C over the span, then a count per gap (in the mask a word is a run of 'w')
-        mask = span.translate(_ASCII_MASK)
-        gaps = [SNIPPET_WORDS if hit.start - previous.start > WINDOW_MAX_CHARS
-                else min(mask.count(" w", previous.start - base, hit.start - base) + 1, SNIPPET_WORDS)
-                for previous, hit in itertools.pairwise(hits)]
+        count = span.translate(_ASCII_MASK).count
+        gaps = [SNIPPET_WORDS if start - previous > WINDOW_MAX_CHARS
+                or (gap := count(" w", previous - base, start - base) + 1) >= SNIPPET_WORDS else gap
+                for previous, start in itertools.pairwise(starts)]
     return [0, *itertools.accumulate(gaps)]
 
 
-def _sentence_of(body: str, hits: list[_Hit], positions: list[int], number: int, origin: int,
+def _sentence_of(body: str, starts: list[int], positions: list[int], number: int, origin: int,
                  previous: tuple[int, int] | None) -> tuple[int, int] | None:
     """The start of the sentence hit ``number`` is in (offset, word position), or None if it is
     further back than LOOKBACK_CHARS. Only the text since the previous hit is searched; a sentence
     that began before that hit is the previous hit's sentence, ``previous``."""
-    at = hits[number].start
-    since = hits[number - 1].start + 1 if number else origin
+    at = starts[number]
+    since = starts[number - 1] + 1 if number else origin
     start = max(since, at - LOOKBACK_CHARS)
     found = None
     for found in _SENTENCE.finditer(body, start, at + 1):  # noqa: B007 (the last one is wanted)
