@@ -722,8 +722,10 @@ def test_a_human_enriches_from_the_command_line_and_reads_every_fact(bench: Benc
     assert set(view["facts"]["entities"]) >= {"quest:2", "item:3"}
     shown = command("sessions", "show", str(session), "--facts", *base)
     assert shown.exit_code == 0, shown.stderr
-    assert "Facts of input revision 1:" in shown.stdout and "Facts of input revision 2:" in shown.stdout
-    assert "rewards_item" in shown.stdout and "/result/rows/0/" in shown.stdout
+    assert "Facts of input revision 1:" in shown.stdout
+    assert "Facts of input revision 2:" in shown.stdout
+    assert "rewards_item" in shown.stdout
+    assert "/result/rows/0/" in shown.stdout
     bad = command("--json", "sessions", "enrich", str(session), "--input", "quest", *base)
     assert (bad.exit_code, "is not TYPE:ID" in bad.stderr) == (2, True)
     assert facts(app, agent, session, 2) == facts(app, human, session, 2)
