@@ -160,7 +160,7 @@ class SessionService:
             reservation = self._reserve(actor, session_id)
         except _EnrichmentPending:  # the session is enriched before the agent's first query is answered
             self._enrich_pending(actor, session_id)
-            reservation = self._reserve(actor, session_id)
+            reservation = self._reserve(actor, session_id, enrich_first=False)
         try:
             answer = research.run(request)
         except ResearchUnavailable as failure:
@@ -178,14 +178,14 @@ class SessionService:
             raise
         return self._commit(actor, session_id, reservation, answer)
 
-    def _reserve(self, actor: Actor, session_id: int) -> int:
+    def _reserve(self, actor: Actor, session_id: int, *, enrich_first: bool = True) -> int:
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             # Losing this commit to a database crash loses only the reservation; the evidence commit that
             # depends on it is synchronous and so makes it durable first.
             tx.defer_flush()
             now = self.clock()
             row = self._queryable(tx, actor, session_id)
-            if row["inputs_revision"] > row["enriched_revision"] and self.research is not None:
+            if enrich_first and row["inputs_revision"] > row["enriched_revision"] and self._enrichment_configured:
                 raise _EnrichmentPending
             live = self._release_interrupted(tx, actor, session_id, now)
             lease = iso_utc(now + self._lease())
@@ -320,7 +320,7 @@ class SessionService:
                                                **({"note": note} if note else {})})
             audit.append(tx, actor=actor.audit_name, action="session.resumed", subject=str(session_id),
                          details={"session": session_id, "reason": row["reason"], "checkpoint": blocking["seq"]})
-        if "enrichment" in state and self.research is not None:
+        if "enrichment" in state and self._enrichment_configured:
             self._enrich_pending(actor, session_id)  # without repeating a query already recorded
         return self.show(actor, session_id)
 
@@ -435,6 +435,10 @@ class SessionService:
                 "extra_files": extra}
 
     # Enrichment -----------------------------------------------------------------------------------
+
+    @property
+    def _enrichment_configured(self) -> bool:
+        return self.research is not None and self.research.config.enrichment is not None
 
     def _enrichment_config(self) -> EnrichmentConfig:
         config = None if self.research is None else self.research.config.enrichment
