@@ -90,7 +90,7 @@ def measure(app: Armarius, agent: Actor, make: Callable[[int], dict[str, Any]], 
     research = app.research
     assert research is not None
     session = app.sessions.open(agent, "bench", budget=app.sessions.limits.max_budget)["session"]
-    return alternate(min(calls, app.sessions.limits.max_budget - 20), lambda index: research.answer(make(index)),
+    return alternate(min(calls, app.sessions.limits.max_budget - 50), lambda index: research.answer(make(index)),
                      lambda index: app.sessions.query(agent, session, make(index)))
 
 
@@ -102,7 +102,8 @@ def report(engine: str, name: str, alone: list[float], in_session: list[float]) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=400, help="per query kind (at most the maximum budget less 20)")
+    parser.add_argument("--calls", type=int, default=400,
+                        help="per query kind (at most the maximum budget less the 50 warm-up calls)")
     parser.add_argument("--engines", default="sqlite,postgresql")
     options = parser.parse_args()
     engines = [e for e in options.engines.split(",") if e == "sqlite" or postgres_available()]

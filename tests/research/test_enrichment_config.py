@@ -217,6 +217,8 @@ def test_limits_out_of_range_are_refused(write: Write, key: str, value: Any) -> 
     ("entities", 1, {"id_column": "1d"}, "id_column"), ("entities", 0, {"columns": "name"}, "columns"),
     ("entities", 0, {"columns": []}, "columns"), ("entities", 0, {"columns": ["name", "name"]}, "columns"),
     ("entities", 0, {"columns": ["name", 5]}, "columns"), ("entities", 0, {"columns": None}, "columns"),
+    ("entities", 0, {"columns": ["name", "is"]}, "columns"), ("entities", 0, {"columns": ["not_found_in"]}, "columns"),
+    ("relationships", 0, {"columns": ["is"]}, "columns"),
     ("entities", 0, {"database": 1}, "database"),
     ("texts", 0, {"column": None}, "column"), ("texts", 0, {"role": ""}, "role"), ("texts", 0, {"role": " "}, "role"),
     ("texts", 0, {"origin": 5}, "origin"), ("texts", 0, {"origin": "a\nb"}, "origin"),

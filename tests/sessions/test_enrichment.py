@@ -26,7 +26,7 @@ import tomllib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -729,3 +729,44 @@ def test_a_human_enriches_from_the_command_line_and_reads_every_fact(bench: Benc
     bad = command("--json", "sessions", "enrich", str(session), "--input", "quest", *base)
     assert (bad.exit_code, "is not TYPE:ID" in bad.stderr) == (2, True)
     assert facts(app, agent, session, 2) == facts(app, human, session, 2)
+
+
+def test_the_command_line_resume_completes_the_enrichment(bench: Bench) -> None:
+    app = bench.open(enrichment([QUEST, ITEM, CREATURE], [], [REWARDS_ITEM, RUNS_SCRIPT], max_depth=1))
+    agent, human = bench.people.agent, bench.people.human
+    bench.clock.now -= timedelta(seconds=app.settings.session_retry_after_seconds + 1)  # blocked long enough ago
+    moved = bench.repo.path.with_name("moved-away")
+    bench.repo.path.rename(moved)
+    try:
+        session = app.sessions.open(agent, "failing", inputs=[{"entity_type": "creature", "id": 1}])["session"]
+    finally:
+        moved.rename(bench.repo.path)
+    command = Cli(bench.settings)
+    command.env = {**command.env, "ARMARIUS_RESEARCH_CONFIG": "research-0.toml",
+                   "ARMARIUS_PASSWORD": bench.people.human_password, **password_environ(bench.server)}
+    resumed = command("--json", "sessions", "resume", str(session), "--workspace", "alpha", "--as", human.principal)
+    assert resumed.exit_code == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["facts"]["revision"] == 1  # completed by the resume, not by the agent later
+    records = evidence(bench.settings, session)
+    assert Counter(record["key"] for record in records) == {record["key"]: 1 for record in records}
+
+
+def test_two_runs_of_one_enrichment_record_each_lookup_once(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = bench.open(enrichment([QUEST, ITEM], [], [REWARDS_ITEM]))
+    agent, human = bench.people.agent, bench.people.human
+    session = app.sessions.open(agent, "twice", inputs=[{"entity_type": "quest", "id": 1}])["session"]
+    assert app.research is not None
+    real, nested = app.research.run, []
+
+    def run_with_a_rival(request: dict[str, Any]) -> Any:
+        if not nested:  # while the first run waits for its first answer, a second run does the whole walk
+            nested.append(True)
+            app.sessions._enrich_pending(human, session)
+        return real(request)
+
+    app.sessions.enrich(human, session, [{"entity_type": "quest", "id": 2}])  # revision 2, walked by the rival
+    monkeypatch.setattr(app.research, "run", run_with_a_rival)
+    app.sessions.enrich(human, session, [{"entity_type": "quest", "id": 3}])
+    records = evidence(bench.settings, session)
+    assert Counter(record["key"] for record in records) == {record["key"]: 1 for record in records}
+    assert app.sessions.show(agent, session)["facts"]["revision"] == 3

@@ -18,10 +18,12 @@ from armarius.errors import (
     InvalidInput,
     NotAllowed,
     NotFound,
+    ResearchUnavailable,
     SessionBlocked,
     SessionClosed,
 )
 from armarius.research.captures import verify_capture
+from armarius.sessions import queries
 from tests.helpers import OPERATOR, OwnerSQL, make_team
 from tests.sessions.conftest import Lab
 
@@ -300,3 +302,66 @@ def test_verify_reports_evidence_that_does_not_match_its_capture(lab: Lab) -> No
         sql.execute("UPDATE captures SET content = replace(content, 'src/app.py', 'src/app.pz')")
     problems = {problem["problem"] for problem in sessions.verify(agent, session)["problems"]}
     assert problems == {"capture_altered", "modified_file"}
+
+
+def test_a_failed_commit_gives_its_action_back_at_once(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    sessions, agent = lab.app.sessions, lab.team.agent
+    session = sessions.open(agent, "q", budget=1)["session"]
+    real = queries.insert_record
+
+    def fail_once(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(queries, "insert_record", real)
+        raise RuntimeError("the commit failed")  # a dropped connection or a deadlock, say
+
+    monkeypatch.setattr(queries, "insert_record", fail_once)
+    with pytest.raises(RuntimeError):
+        sessions.query(agent, session, READ)
+    assert sessions.show(agent, session)["budget"] == {"total": 1, "used": 0, "running": 0, "held": 0, "left": 1}
+    assert sessions.query(agent, session, READ)["evidence"] == 1  # not budget_exhausted until the lease ended
+    assert sessions.verify(agent, session)["ok"]  # the retry's capture is the file the failed commit left
+
+
+def test_a_refused_reader_releases_nothing(lab: Lab) -> None:
+    sessions, agent = lab.app.sessions, lab.team.agent
+    session = sessions.open(agent, "q")["session"]
+    with OwnerSQL(lab.app.settings) as sql:
+        sql.execute("INSERT INTO session_reservations (workspace_id, session_id, state, actor, holder, lease_until, "
+                    "created_at) VALUES (?, ?, 'reserved', 'agent:alpha-agent', 'otherhost:1:x', "
+                    "'2000-01-01T00:00:00.000000Z', '2000-01-01T00:00:00.000000Z')", (agent.workspace_id, session))
+    directory = lab.app.directory
+    directory.add_principal("alpha-other", Kind.AGENT, workspace="alpha", role=Role.EDITOR, by=OPERATOR)
+    other = directory.authenticate_token(directory.issue_token("alpha-other", workspace="alpha", by=OPERATOR).token)
+    for call in (sessions.show, sessions.history):
+        with changes_nothing(lab, NotFound):  # the expired reservation is not the stranger's to release
+            call(other, session)
+    assert sessions.show(agent, session)["budget"]["running"] == 0  # the owner's look releases it
+
+
+def test_a_source_failing_in_a_session_blocked_meanwhile_keeps_the_first_block(
+        lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    sessions, agent = lab.app.sessions, lab.team.agent
+    session = sessions.open(agent, "q")["session"]
+    assert sessions.research is not None
+
+    def block_meanwhile_then_fail(request: dict[str, Any]) -> Any:
+        for _ in range(sessions.limits.invalid_request_limit):  # the agent's other calls block the session
+            with pytest.raises(InvalidInput):
+                sessions.query(agent, session, {"kind": "source.read"})
+        raise ResearchUnavailable("The source did not answer.")
+
+    monkeypatch.setattr(sessions.research, "run", block_meanwhile_then_fail)
+    with pytest.raises(SessionBlocked) as blocked:
+        sessions.query(agent, session, READ)
+    assert blocked.value.details["reason"] == "invalid_requests"
+    shown = sessions.history(agent, session)
+    assert (shown["reason"], shown["retry_not_before"]) == ("invalid_requests", None)
+    assert [point["event"] for point in shown["checkpoints"]] == ["opened", "blocked"]
+    assert shown["budget"]["held"] == 1  # the admitted query's action is kept for its retry
+
+
+def test_verify_reports_a_temporary_file_a_killed_writer_left(lab: Lab) -> None:
+    sessions, agent = lab.app.sessions, lab.team.agent
+    session = sessions.open(agent, "q")["session"]
+    capture = sessions.query(agent, session, READ)["capture"]
+    (sessions.session_folder(agent.workspace, session) / f".{capture}.0a1b2c3d.tmp").write_bytes(b"{")
+    assert [problem["problem"] for problem in sessions.verify(agent, session)["problems"]] == ["stale_temporary_file"]

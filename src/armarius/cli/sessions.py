@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -23,6 +23,7 @@ from armarius.app import Armarius, open_app
 from armarius.auth.model import Actor
 from armarius.cli.context import NUMBER, CliContext, format_table, pass_cli
 from armarius.cli.human import human_actor, human_options
+from armarius.errors import ConfigError
 from armarius.textview import REVEAL_NOTE, reveal
 
 #: Exit code of `sessions verify` when it found a problem.
@@ -142,7 +143,7 @@ def _input(text: str) -> dict[str, Any]:
     if not separator or not entity_type or not value:
         raise click.BadParameter(f"{text!r} is not TYPE:ID", param_hint="--input")
     number = value[1:] if value.startswith("-") else value
-    return {"entity_type": entity_type, "id": int(value) if number.isdigit() else value}
+    return {"entity_type": entity_type, "id": int(value) if number.isascii() and number.isdecimal() else value}
 
 
 @sessions.command("enrich")
@@ -171,8 +172,14 @@ def sessions_enrich(cli: CliContext, session_id: int, inputs: tuple[str, ...], w
 @pass_cli
 def sessions_resume(cli: CliContext, session_id: int, note: str | None, workspace: str, principal: str,
                     password: str | None) -> None:
-    """Let a blocked session go on (not before its retry time); a held action is used by the next query."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    """Let a blocked session go on (not before its retry time); a held action is used by the next query.
+    A session blocked during enrichment has it completed now when its sources can be loaded (otherwise
+    before the agent's next query)."""
+    with ExitStack() as stack:
+        try:
+            app, actor = stack.enter_context(_acting(cli, workspace, principal, password, research=True))
+        except ConfigError:  # a source that cannot even be loaded: resume without it (enrichment waits)
+            app, actor = stack.enter_context(_acting(cli, workspace, principal, password))
         view = app.sessions.resume(actor, session_id, note)
     cli.emit(view, text=f"Session {session_id} resumed: it is {view['status']} again "
                         f"(budget: {_budget(view['budget'])}).")

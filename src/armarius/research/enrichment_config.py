@@ -47,6 +47,8 @@ logger = logging.getLogger("armarius.research")
 NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _LIMIT_RANGES: dict[str, tuple[int, int]] = {
     "max_queries": (1, 10_000), "max_depth": (0, 20), "max_relationships": (1, 100_000)}
+#: Predicates of entity facts that are not columns (what an entity is; the table it was not found in).
+RESERVED_PREDICATES = frozenset({"is", "not_found_in"})
 _ENTITY_KEYS = {"type", "database", "table", "id_column", "columns"}
 _TEXT_KEYS = {"entity_type", "column", "role", "origin"}
 _DATABASE_TARGET = ("entity_type", "table", "column", "columns")
@@ -101,6 +103,9 @@ class _Place:
                                 "digit", key)
         if len(set(value)) != len(value):
             raise self.fail(f"{key} names a column twice", key)
+        if reserved := sorted(RESERVED_PREDICATES & set(value)):
+            raise self.fail(f"{key}: {reserved[0]!r} is the name of an entity fact of its own, not a column "
+                            "enrichment can state", key)
         return tuple(value)
 
     def label(self, entry: dict[str, Any], key: str) -> str:

@@ -238,6 +238,15 @@ def recorded_answers(tx: Tx, session_id: int) -> dict[str, tuple[str, str]]:
     return {row["request"]: (row["capture_id"], row["content"]) for row in rows}
 
 
+def recorded_capture(tx: Tx, session_id: int, request: dict[str, Any]) -> tuple[str, str] | None:
+    """The capture (id, content) of the session's first record of exactly this request, if any."""
+    row = tx.one("SELECT e.capture_id, c.content FROM evidence_records e JOIN captures c "
+                 "ON c.workspace_id = e.workspace_id AND c.capture_id = e.capture_id "
+                 "WHERE e.workspace_id = ? AND e.session_id = ? AND e.request = ? ORDER BY e.seq LIMIT 1",
+                 (tx.require_workspace(), session_id, canonical_json(request)))
+    return None if row is None else (row["capture_id"], row["content"])
+
+
 def insert_facts(tx: Tx, session_id: int, revision: int, facts: list[dict[str, Any]], *, at: str) -> None:
     workspace = tx.require_workspace()
     for seq, fact in enumerate(facts, start=1):

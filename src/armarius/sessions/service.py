@@ -20,6 +20,7 @@ Only a human resumes a blocked session, and only after ``retry_not_before``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -117,7 +118,7 @@ class SessionService:
 
     def show(self, actor: Actor, session_id: int) -> dict[str, Any]:
         """Status, budget, an evidence summary and the latest records; releases interrupted reservations."""
-        self._sweep(actor, session_id)
+        self._sweep(actor, session_id)  # only for a caller who may read the session
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             row = self._readable(tx, actor, session_id)
             return self._view(tx, row)
@@ -162,32 +163,34 @@ class SessionService:
             self._enrich_pending(actor, session_id)
             reservation = self._reserve(actor, session_id, enrich_first=False)
         try:
-            answer = research.run(request)
-        except ResearchUnavailable as failure:
-            raise self._block_unavailable(actor, session_id, reservation, request, failure) from None
-        except _INVALID as refusal:
-            self._count_invalid(actor, session_id, refusal, reservation=reservation)
-            raise
-        except BaseException:
-            self._release(actor, reservation)
-            raise
-        try:
+            try:
+                answer = research.run(request)
+            except ResearchUnavailable as failure:
+                raise self._block_unavailable(actor, session_id, reservation, request, failure) from None
+            except _INVALID as refusal:
+                self._count_invalid(actor, session_id, refusal, reservation=reservation)
+                raise
             write_capture(self.session_folder(actor.workspace, session_id), answer.capture)
+            return self._commit(actor, session_id, reservation, answer)
         except BaseException:
-            self._release(actor, reservation)
+            # Whatever failed (the run, the file, the commit itself), a reservation still running is given
+            # back now rather than when its lease ends; one already consumed, held or released stays so.
+            with contextlib.suppress(Exception):
+                self._release(actor, reservation)
             raise
-        return self._commit(actor, session_id, reservation, answer)
 
     def _reserve(self, actor: Actor, session_id: int, *, enrich_first: bool = True) -> int:
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
-            # Losing this commit to a database crash loses only the reservation; the evidence commit that
-            # depends on it is synchronous and so makes it durable first.
-            tx.defer_flush()
             now = self.clock()
             row = self._queryable(tx, actor, session_id)
             if enrich_first and row["inputs_revision"] > row["enriched_revision"] and self._enrichment_configured:
                 raise _EnrichmentPending
-            live = self._release_interrupted(tx, actor, session_id, now)
+            live, released = self._release_interrupted(tx, actor, session_id, now)
+            if not released:
+                # Then losing this commit to a database crash loses only the reservation, and the evidence
+                # commit that depends on it is synchronous, so it makes this one durable first. (A release
+                # appends an audit event, which an anchor may record: that commit stays synchronous.)
+                tx.defer_flush()
             lease = iso_utc(now + self._lease())
             held = next((reservation["id"] for reservation in live if reservation["state"] == Reservation.HELD), None)
             if held is not None:  # the unit a failed source left held is the retry's
@@ -199,7 +202,6 @@ class SessionService:
                                               lease_until=lease, at=iso_utc(now))
 
     def _commit(self, actor: Actor, session_id: int, reservation: int, answer: Answer) -> dict[str, Any]:
-        capture = answer.capture
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             at = iso_utc(self.clock())
             row = self._row(tx, session_id, lock=True)
@@ -214,14 +216,8 @@ class SessionService:
                 if not queries.settle(tx, reservation, to=Reservation.CONSUMED, at=at, only_from=Reservation.RELEASED):
                     queries.insert_reservation(tx, session_id, actor=actor.audit_name, holder=current_holder(),
                                                lease_until=at, at=at, state=Reservation.CONSUMED)
-            new = queries.insert_capture(tx, capture.id, capture.content.decode("utf-8"), at=at)
-            seq, repeat_of = queries.insert_record(tx, session_id, capture_id=capture.id, request=answer.request,
-                                                   principal_id=actor.principal_id, actor=actor.audit_name, at=at)
+            seq, repeat_of = _record_answer(tx, actor, session_id, answer, at)
             queries.update_session(tx, session_id, at=at, used=row["used"] + 1, invalid_streak=0)
-            audit.append(tx, actor=actor.audit_name, action="research.query", subject=_answer_subject(answer), details={
-                "session": session_id, "kind": answer.kind, "capture": capture.id, "evidence": seq, **_pin(answer),
-                "new": new, **({"repeat_of": repeat_of} if repeat_of is not None else {}),
-            })
             left = row["budget"] - row["used"] - 1 - len(queries.live_reservations(tx, session_id))
         return {"session": session_id, "evidence": seq, "repeat_of": repeat_of, "budget_left": left, **answer.view()}
 
@@ -262,6 +258,8 @@ class SessionService:
             if row["status"] == Status.CLOSED:  # closed while the query ran: its reservation is released
                 return refusals.closed(session_id)
             kept = reservation is not None and queries.settle(tx, reservation, to=Reservation.HELD, at=at)
+            if row["status"] == Status.BLOCKED:  # blocked while it ran: the first block's resume state stands
+                return refusals.blocked(row)
             retry = iso_utc(now + self.limits.retry_after)
             resume_state = {"status": Status.OPEN.value, "reservation": reservation if kept else None,
                             "request": request, **(resume or {})}
@@ -475,8 +473,7 @@ class SessionService:
                 raise self._block_unavailable(actor, session_id, None, request, failure,
                                               resume={"enrichment": revision}) from None
             write_capture(self.session_folder(actor.workspace, session_id), answer.capture)
-            self._commit_enrichment_answer(actor, session_id, revision, answer)
-            return Looked(answer.capture.id, json.loads(answer.capture.content))
+            return self._commit_enrichment_answer(actor, session_id, revision, answer)
 
         walk = Walk(config, lookup)
         try:
@@ -496,22 +493,19 @@ class SessionService:
             audit.append(tx, actor=actor.audit_name, action="session.enriched", subject=str(session_id),
                          details={"session": session_id, **details})
 
-    def _commit_enrichment_answer(self, actor: Actor, session_id: int, revision: int, answer: Answer) -> None:
+    def _commit_enrichment_answer(self, actor: Actor, session_id: int, revision: int, answer: Answer) -> Looked:
         """An enrichment lookup's answer, recorded like an agent's (capture, evidence record, audit event) but
-        costing no budget: it counts against the enrichment limits."""
-        capture = answer.capture
+        costing no budget: it counts against the enrichment limits. A request the session has recorded
+        meanwhile is not recorded twice: its recorded answer is the one used."""
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
-            at = iso_utc(self.clock())
             row = self._row(tx, session_id, lock=True)
             if row["status"] == Status.CLOSED:
                 raise refusals.closed(session_id)
-            new = queries.insert_capture(tx, capture.id, capture.content.decode("utf-8"), at=at)
-            seq, _ = queries.insert_record(tx, session_id, capture_id=capture.id, request=answer.request,
-                                           principal_id=actor.principal_id, actor=actor.audit_name, at=at,
-                                           enrichment_revision=revision)
-            audit.append(tx, actor=actor.audit_name, action="research.query", subject=_answer_subject(answer),
-                         details={"session": session_id, "kind": answer.kind, "capture": capture.id, "evidence": seq,
-                                  **_pin(answer), "new": new, "enrichment": revision})
+            known = queries.recorded_capture(tx, session_id, answer.request)
+            if known is not None:  # a concurrent run of the same enrichment recorded it first
+                return Looked(known[0], json.loads(known[1]))
+            _record_answer(tx, actor, session_id, answer, iso_utc(self.clock()), enrichment=revision)
+        return Looked(answer.capture.id, json.loads(answer.capture.content))
 
     # Helpers --------------------------------------------------------------------------------------
 
@@ -553,8 +547,10 @@ class SessionService:
         return row
 
     def _sweep(self, actor: Actor, session_id: int) -> None:
-        """Release reservations whose holder is gone, before anything reads the budget."""
+        """Release reservations whose holder is gone, before anything reads the budget. A caller who may not
+        read the session is refused first: a refusal changes nothing."""
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            self._readable(tx, actor, session_id)
             live = queries.live_reservations(tx, session_id)
         now = self.clock()
         if any(_interrupted(reservation, now) for reservation in live):
@@ -562,8 +558,10 @@ class SessionService:
                 if queries.session(tx, session_id, lock=True) is not None:
                     self._release_interrupted(tx, actor, session_id, now)
 
-    def _release_interrupted(self, tx: Tx, actor: Actor, session_id: int, now: datetime) -> list[Row]:
-        """Release the running reservations whose holder is gone; the live reservations that remain."""
+    def _release_interrupted(self, tx: Tx, actor: Actor, session_id: int, now: datetime
+                             ) -> tuple[list[Row], list[int]]:
+        """Release the running reservations whose holder is gone; the live reservations that remain, and
+        the ids released."""
         at, live, released = iso_utc(now), [], []
         for reservation in queries.live_reservations(tx, session_id):
             if (reservation["state"] == Reservation.RESERVED and _interrupted(reservation, now)
@@ -574,7 +572,7 @@ class SessionService:
         if released:
             audit.append(tx, actor=actor.audit_name, action="session.reservations_released", subject=str(session_id),
                          details={"session": session_id, "reservations": released, "why": "interrupted"})
-        return live
+        return live, released
 
     def _view(self, tx: Tx, row: Row) -> dict[str, Any]:
         session_id = row["id"]
@@ -593,14 +591,34 @@ class SessionService:
         if row["enriched_revision"]:
             view["facts"] = {"revision": row["enriched_revision"],
                              **compact(queries.facts(tx, session_id, row["enriched_revision"]))}
-        elif row["inputs_revision"]:
-            view["facts"] = {"revision": None, "pending": row["inputs_revision"]}
+        if row["inputs_revision"] > row["enriched_revision"]:  # newer inputs wait for their enrichment
+            view.setdefault("facts", {"revision": None})["pending"] = row["inputs_revision"]
         view["next_step"] = views.next_step(row)
         return view
 
 
 class _EnrichmentPending(Exception):
     """The session's newest inputs are not enriched yet (raised before a reservation is taken)."""
+
+
+def _record_answer(tx: Tx, actor: Actor, session_id: int, answer: Answer, at: str, *,
+                   enrichment: int | None = None) -> tuple[int, int | None]:
+    """Store an answer's capture (once per workspace), append its evidence record and the research.query
+    audit event; the record's number and the earlier record it repeats."""
+    capture = answer.capture
+    new = queries.insert_capture(tx, capture.id, capture.content.decode("utf-8"), at=at)
+    seq, repeat_of = queries.insert_record(tx, session_id, capture_id=capture.id, request=answer.request,
+                                           principal_id=actor.principal_id, actor=actor.audit_name, at=at,
+                                           enrichment_revision=enrichment)
+    details: dict[str, Any] = {"session": session_id, "kind": answer.kind, "capture": capture.id, "evidence": seq,
+                               **_pin(answer), "new": new}
+    if repeat_of is not None:
+        details["repeat_of"] = repeat_of
+    if enrichment is not None:
+        details["enrichment"] = enrichment
+    audit.append(tx, actor=actor.audit_name, action="research.query", subject=_answer_subject(answer),
+                 details=details)
+    return seq, repeat_of
 
 
 def _pin(answer: Answer) -> dict[str, Any]:

@@ -66,4 +66,7 @@ def file_problems(folder: Path, stored: dict[str, str | None]) -> list[dict[str,
             problems.append({"problem": "modified_file", "file": path.name})
     problems += [{"problem": "missing_file", "file": f"{capture_id}.json"}
                  for capture_id in sorted(set(stored) - set(present))]
+    # A writer killed before it renamed its temporary file leaves it behind.
+    problems += [{"problem": "stale_temporary_file", "file": path.name}
+                 for path in (sorted(folder.glob(".*.tmp")) if folder.is_dir() else [])]
     return problems
