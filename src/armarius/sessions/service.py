@@ -93,10 +93,7 @@ class SessionService:
             at = iso_utc(self.clock())
             session_id = queries.insert_session(tx, owner_id=actor.principal_id, owner=actor.audit_name,
                                                 subject=subject, budget=granted, at=at)
-            queries.append_checkpoint(tx, session_id, event=Event.OPENED, status=Status.OPEN, actor=actor.audit_name,
-                                      details={"budget": granted}, at=at)
-            audit.append(tx, actor=actor.audit_name, action="session.opened", subject=str(session_id),
-                         details={"session": session_id, "budget": granted})
+            _transition(tx, actor, session_id, Event.OPENED, status=Status.OPEN, details={"budget": granted}, at=at)
             if checked is not None:
                 self._new_inputs(tx, actor, session_id, 1, checked, at)
         if checked is not None:
@@ -279,11 +276,8 @@ class SessionService:
         session_id = row["id"]
         queries.update_session(tx, session_id, at=at, status=Status.BLOCKED.value, reason=reason.value,
                                resume_state=canonical_json(resume_state), retry_not_before=retry_not_before, **changes)
-        queries.append_checkpoint(tx, session_id, event=Event.BLOCKED, status=Status.BLOCKED, reason=reason,
-                                  resume_state=resume_state, actor=actor.audit_name,
-                                  details={**details, "retry_not_before": retry_not_before}, at=at)
-        audit.append(tx, actor=actor.audit_name, action="session.blocked", subject=str(session_id),
-                     details={"session": session_id, "reason": reason.value, "retry_not_before": retry_not_before})
+        _transition(tx, actor, session_id, Event.BLOCKED, status=Status.BLOCKED, reason=reason, at=at,
+                    resume_state=resume_state, details={**details, "retry_not_before": retry_not_before})
 
     def _release(self, actor: Actor, reservation: int) -> None:
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
@@ -312,12 +306,9 @@ class SessionService:
             at = iso_utc(now)
             queries.update_session(tx, session_id, at=at, status=state["status"], reason=None, resume_state=None,
                                    retry_not_before=None, invalid_streak=0)
-            queries.append_checkpoint(tx, session_id, event=Event.RESUMED, status=state["status"],
-                                      actor=actor.audit_name, at=at,
-                                      details={"from_checkpoint": blocking["seq"], "reason": row["reason"],
-                                               **({"note": note} if note else {})})
-            audit.append(tx, actor=actor.audit_name, action="session.resumed", subject=str(session_id),
-                         details={"session": session_id, "reason": row["reason"], "checkpoint": blocking["seq"]})
+            _transition(tx, actor, session_id, Event.RESUMED, status=state["status"], at=at,
+                        details={"from_checkpoint": blocking["seq"], "reason": row["reason"],
+                                 **({"note": note} if note else {})})
         if "enrichment" in state and self._enrichment_configured:
             self._enrich_pending(actor, session_id)  # without repeating a query already recorded
         return self.show(actor, session_id)
@@ -332,11 +323,8 @@ class SessionService:
                 raise refusals.closed(session_id)
             if row["owner_id"] != actor.principal_id:
                 queries.update_session(tx, session_id, at=at, owner_id=actor.principal_id, owner=actor.audit_name)
-                queries.append_checkpoint(tx, session_id, event=Event.TAKEN_OVER, status=row["status"],
-                                          reason=row["reason"], actor=actor.audit_name, at=at,
-                                          details={"from": row["owner"], "to": actor.audit_name})
-                audit.append(tx, actor=actor.audit_name, action="session.taken_over", subject=str(session_id),
-                             details={"session": session_id, "from": row["owner"], "to": actor.audit_name})
+                _transition(tx, actor, session_id, Event.TAKEN_OVER, status=row["status"], reason=row["reason"], at=at,
+                            details={"from": row["owner"], "to": actor.audit_name})
             return self._view(tx, self._row(tx, session_id))
 
     def raise_budget(self, actor: Actor, session_id: int, budget: int) -> dict[str, Any]:
@@ -351,11 +339,8 @@ class SessionService:
                 raise InvalidInput(f"The new budget must be above the current {row['budget']} and at most "
                                    f"{self.limits.ceiling}.", field="budget", budget=row["budget"])
             queries.update_session(tx, session_id, at=at, budget=budget)
-            queries.append_checkpoint(tx, session_id, event=Event.BUDGET_RAISED, status=row["status"],
-                                      reason=row["reason"], actor=actor.audit_name, at=at,
-                                      details={"from": row["budget"], "to": budget})
-            audit.append(tx, actor=actor.audit_name, action="session.budget_raised", subject=str(session_id),
-                         details={"session": session_id, "from": row["budget"], "to": budget})
+            _transition(tx, actor, session_id, Event.BUDGET_RAISED, status=row["status"], reason=row["reason"], at=at,
+                        details={"from": row["budget"], "to": budget})
             return self._view(tx, self._row(tx, session_id))
 
     def close(self, actor: Actor, session_id: int, note: str | None = None) -> dict[str, Any]:
@@ -370,11 +355,8 @@ class SessionService:
                 released = queries.release_all(tx, session_id, at=at)
                 queries.update_session(tx, session_id, at=at, status=Status.CLOSED.value, reason=None,
                                        resume_state=None, retry_not_before=None)
-                queries.append_checkpoint(tx, session_id, event=Event.CLOSED, status=Status.CLOSED,
-                                          actor=actor.audit_name, at=at,
-                                          details={"released": released, **({"note": note} if note else {})})
-                audit.append(tx, actor=actor.audit_name, action="session.closed", subject=str(session_id),
-                             details={"session": session_id, "released": released})
+                _transition(tx, actor, session_id, Event.CLOSED, status=Status.CLOSED, at=at,
+                            details={"released": released, **({"note": note} if note else {})})
             return self._view(tx, self._row(tx, session_id))
 
     # Files and verification (no git or database server needed) ------------------------------------
@@ -488,10 +470,8 @@ class SessionService:
             queries.insert_facts(tx, session_id, revision, [fact.to_dict() for fact in found], at=at)
             queries.update_session(tx, session_id, at=at, enriched_revision=revision)
             details = {"revision": revision, "facts": len(found), "queries": len(walk.answers)}
-            queries.append_checkpoint(tx, session_id, event=Event.ENRICHED, status=row["status"],
-                                      reason=row["reason"], actor=actor.audit_name, details=details, at=at)
-            audit.append(tx, actor=actor.audit_name, action="session.enriched", subject=str(session_id),
-                         details={"session": session_id, **details})
+            _transition(tx, actor, session_id, Event.ENRICHED, status=row["status"], reason=row["reason"],
+                        details=details, at=at)
 
     def _commit_enrichment_answer(self, actor: Actor, session_id: int, revision: int, answer: Answer) -> Looked:
         """An enrichment lookup's answer, recorded like an agent's (capture, evidence record, audit event) but
@@ -599,6 +579,15 @@ class SessionService:
 
 class _EnrichmentPending(Exception):
     """The session's newest inputs are not enriched yet (raised before a reservation is taken)."""
+
+
+def _transition(tx: Tx, actor: Actor, session_id: int, event: Event, *, status: str, details: dict[str, Any],
+                at: str, reason: str | None = None, resume_state: dict[str, Any] | None = None) -> None:
+    """A session's move: its checkpoint, and the audit event ``session.<event>`` with the same details."""
+    queries.append_checkpoint(tx, session_id, event=event, status=status, reason=reason, resume_state=resume_state,
+                              actor=actor.audit_name, details=details, at=at)
+    audit.append(tx, actor=actor.audit_name, action=f"session.{event.value}", subject=str(session_id),
+                 details={"session": session_id, **({"reason": reason} if reason else {}), **details})
 
 
 def _record_answer(tx: Tx, actor: Actor, session_id: int, answer: Answer, at: str, *,
