@@ -390,7 +390,7 @@ SPEC_PERMISSIONS = {
     (Kind.AGENT, Role.EDITOR): {"memory.read", "research.query", "memory.write", "drafts.create", "repairs.propose"},
     (Kind.HUMAN, Role.READER): {"memory.read", "research.query"},
     (Kind.HUMAN, Role.EDITOR): {"memory.read", "research.query", "memory.write", "drafts.create", "repairs.propose",
-                                "memory.curate", "approvals.issue"},
+                                "memory.curate", "approvals.issue", "sessions.manage"},
     (Kind.HUMAN, Role.ADMIN): {permission.value for permission in Permission},
 }
 
@@ -406,7 +406,8 @@ def test_role_table_matches_the_spec(kind: Kind, role: Role) -> None:
 
 def test_spec_lists_what_agents_may_never_hold() -> None:
     assert {permission.value for permission in AGENT_FORBIDDEN} == {
-        "memory.curate", "approvals.issue", "memory.manage", "evidence.manage", "principals.manage"}
+        "memory.curate", "approvals.issue", "memory.manage", "evidence.manage", "principals.manage",
+        "sessions.manage", "sessions.takeover"}
 
 
 def test_role_change_takes_effect_on_the_next_token_authentication(world: World) -> None:

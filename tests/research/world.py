@@ -410,9 +410,9 @@ def connect(server: WorldServer, login: Login = "owner") -> Any:
     if server.dialect == "mariadb":
         import pymysql
 
-        return pymysql.connect(
+        return pymysql.connect(  # the local test server has no TLS: no context (and CA bundle) per connection
             host=server.host, port=server.port, user=user, password=password or "",
-            database=server.database, charset="utf8mb4", autocommit=False,
+            database=server.database, charset="utf8mb4", autocommit=False, ssl_disabled=True,
         )
     return psycopg.connect(
         host=server.host, port=server.port, user=user, password=password, dbname=server.database,
