@@ -20,10 +20,6 @@ back when the connection drops; a writer that comes first waits for the dead bac
 
 from __future__ import annotations
 
-import json
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,46 +29,23 @@ from armarius.app import Armarius
 from armarius.audit import chain as audit
 from armarius.config import Settings
 from armarius.errors import ApprovalUsed, NotFound
+from tests.crash_child import PRELUDE, run_child
 from tests.helpers import OwnerSQL, make_team
 
-REPO = Path(__file__).resolve().parents[2]
 OPERATION = "op-crash-1"
 
-CHILD = r"""
-import json, os, signal, sys
-from pathlib import Path
-
-from armarius.app import open_app
+CHILD = PRELUDE + r"""
 from armarius.auth.secrets import token_digest
-from armarius.config import Settings
 from armarius.drafts import queries
-from armarius.store.engine import SqliteDatabase
 
-job = json.loads(sys.stdin.read())
-settings = Settings(data_dir=Path(job["data_dir"]), database_url=job["database_url"])
-wal = Path(str(settings.sqlite_path) + "-wal")
-
-plain_connect = SqliteDatabase.connect
-
-
-def small_cache_connect(self):
-    # A tiny page cache spills the open transaction's pages into the WAL before the commit.
-    connection = plain_connect(self)
-    connection.execute("PRAGMA cache_size = 2")
-    return connection
-
-
-SqliteDatabase.connect = small_cache_connect
-app = open_app(settings)
-agent = app.directory.authenticate_token(job["agent_token"])
 real = getattr(queries, job["hook"])
-wal_before = wal.stat().st_size if wal.exists() else 0
+wal_before = wal_size()
 
 
 def then_die(tx, *args, **kwargs):
     result = real(tx, *args, **kwargs)
     workspace = tx.require_workspace()
-    seen = {
+    report_and_die({
         "result": result,
         "drafts": tx.scalar("SELECT count(*) AS n FROM drafts WHERE workspace_id = ? AND slug = ?",
                             (workspace, job["payload"]["slug"])),
@@ -80,10 +53,8 @@ def then_die(tx, *args, **kwargs):
                            (workspace, token_digest(job["approval"]))),
         "operations": tx.scalar("SELECT count(*) AS n FROM operations WHERE workspace_id = ? AND operation_id = ?",
                                 (workspace, job["operation"])),
-        "wal_grew": (wal.stat().st_size if wal.exists() else 0) > wal_before,
-    }
-    print(json.dumps(seen), flush=True)
-    os.kill(os.getpid(), signal.SIGKILL)
+        "wal_grew": wal_size() > wal_before,
+    })
 
 
 setattr(queries, job["hook"], then_die)
@@ -136,15 +107,6 @@ print("returned: the process was not killed", flush=True)
 """
 
 
-def _run_child(settings: Settings, job: dict[str, Any], script: str = CHILD) -> dict[str, Any]:
-    job = {**job, "data_dir": str(settings.data_dir), "database_url": settings.database_url}
-    child = subprocess.run([sys.executable, "-c", script], input=json.dumps(job), capture_output=True, text=True,
-                           cwd=REPO, timeout=120, check=False)
-    assert child.returncode == -signal.SIGKILL, f"exit {child.returncode}\n{child.stdout}\n{child.stderr}"
-    seen: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
-    return seen
-
-
 def _stored(settings: Settings, workspace: int, approval_id: int) -> dict[str, Any]:
     with OwnerSQL(settings) as sql:
         state = {
@@ -174,8 +136,8 @@ def test_killed_before_commit_leaves_no_draft_and_the_token_usable_once(app: Arm
         app.database.close()  # the child is then the only connection (the next one opens afresh)
         assert not Path(f"{settings.sqlite_path}-wal").exists()
 
-    seen = _run_child(settings, {"hook": hook, "agent_token": team.agent_token, "payload": payload,
-                                 "approval": token, "operation": OPERATION})
+    seen = run_child(settings, {"hook": hook, "agent_token": team.agent_token, "payload": payload,
+                                "approval": token, "operation": OPERATION}, CHILD)
 
     # Inside the dead transaction the writes had happened.
     assert seen == {
@@ -226,8 +188,8 @@ def test_a_promotion_killed_before_commit_leaves_no_entry_and_can_be_repeated(ap
     if settings.database_url is None:
         app.database.close()
 
-    seen = _run_child(settings, {"call": "promote", "human": "crash-human", "password": team.human_password,
-                                 "workspace": "crash", "slug": payload["slug"]}, CALL_CHILD)
+    seen = run_child(settings, {"call": "promote", "human": "crash-human", "password": team.human_password,
+                                "workspace": "crash", "slug": payload["slug"]}, CALL_CHILD)
 
     assert seen == {"marked": 1, "entries": 1}  # inside the dead transaction both writes had happened
     with pytest.raises(NotFound):
@@ -256,8 +218,8 @@ def test_a_hand_over_whose_answer_was_lost_is_repeated(app: Armarius, settings: 
     if settings.database_url is None:
         app.database.close()
 
-    seen = _run_child(settings, {"call": "collect", "agent_token": team.agent_token, "proposal": proposal["proposal"],
-                                 "collection_key": proposal["collection_key"]}, CALL_CHILD)
+    seen = run_child(settings, {"call": "collect", "agent_token": team.agent_token, "proposal": proposal["proposal"],
+                                "collection_key": proposal["collection_key"]}, CALL_CHILD)
 
     assert seen == {"handed_over": True}
     status = app.drafts.proposal_status(team.agent, proposal["proposal"], proposal["collection_key"])

@@ -19,14 +19,12 @@ they must queue, not deadlock, and the expiry is recorded once.
 
 Threads share one application (SQLite: one connection per thread; PostgreSQL: the pool). The
 processes are started once per test with 'spawn', each opens its own application and takes its
-rounds from a queue, so spawning costs are paid once, not per round.
+rounds from a queue, so spawning costs are paid once, not per round (tests/racers.py).
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
-import traceback
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -36,12 +34,13 @@ from typing import Any
 
 import pytest
 
-from armarius.app import Armarius, open_app
+from armarius.app import Armarius
 from armarius.audit import chain as audit
 from armarius.auth.model import Actor
 from armarius.config import Settings
 from armarius.errors import ApprovalUsed, ArmariusError
 from tests.helpers import OwnerSQL, Team, make_team
+from tests.racers import TIMEOUT, Outcome, ProcessRacers, Racers, ThreadRacers, as_outcome
 
 RACERS = 8
 ROUNDS = 200
@@ -49,11 +48,6 @@ SAME_OPERATION_ROUNDS = 100
 REAPPROVAL_ROUNDS = 60
 SWEEP_ROUNDS = 40
 WORKSPACE = "races"
-TIMEOUT = 60
-
-Outcome = dict[str, Any]
-#: One racer's part in a round: (round number, payload, approval token, operation id).
-Task = tuple[int, dict[str, str], str, str]
 
 
 def payload_for(variant: str, number: int) -> dict[str, str]:
@@ -63,91 +57,7 @@ def payload_for(variant: str, number: int) -> dict[str, str]:
 
 def attempt(app: Armarius, agent: Actor, payload: dict[str, str], token: str, operation: str) -> Outcome:
     """The answer, the refusal (its class and code) or any other exception, as picklable data."""
-    try:
-        return {"ok": app.drafts.create_draft(agent, payload, token, operation=operation)}
-    except ArmariusError as error:
-        return {"type": type(error).__name__, "code": error.code, "details": error.details}
-    except Exception as error:
-        return {"exception": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
-
-
-# Racers ----------------------------------------------------------------------------------------
-
-
-class ThreadRacers:
-    """Eight threads of this process sharing the application."""
-
-    def __init__(self, app: Armarius, agent: Actor) -> None:
-        self.app, self.agent = app, agent
-        self.barrier = threading.Barrier(RACERS, timeout=TIMEOUT)
-        self.pool = ThreadPoolExecutor(max_workers=RACERS, thread_name_prefix="racer")
-
-    def _run(self, task: Task) -> Outcome:
-        _, payload, token, operation = task
-        self.barrier.wait()
-        return attempt(self.app, self.agent, payload, token, operation)
-
-    def race(self, tasks: list[Task]) -> list[Outcome]:
-        futures = [self.pool.submit(self._run, task) for task in tasks]
-        return [future.result(timeout=2 * TIMEOUT) for future in futures]
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=True)
-
-
-def _process_racer(settings: Settings, agent: Actor, index: int, tasks: Any, results: Any, barrier: Any) -> None:
-    """One racing process: its own application; a round per task until it is sent None."""
-    app = open_app(settings)
-    try:
-        while (task := tasks.get(timeout=4 * TIMEOUT)) is not None:
-            number, payload, token, operation = task
-            barrier.wait()
-            results.put((number, index, attempt(app, agent, payload, token, operation)))
-    except BaseException:
-        results.put((-1, index, {"exception": "the racer stopped", "traceback": traceback.format_exc()}))
-        barrier.abort()
-    finally:
-        app.close()
-
-
-class ProcessRacers:
-    """Eight spawned processes, started once and fed their rounds through one queue each."""
-
-    def __init__(self, settings: Settings, agent: Actor) -> None:
-        context = multiprocessing.get_context("spawn")
-        self.barrier = context.Barrier(RACERS, timeout=TIMEOUT)
-        self.results = context.Queue()
-        self.tasks = [context.Queue() for _ in range(RACERS)]
-        self.processes = [
-            context.Process(target=_process_racer, name=f"draft-racer-{index}", daemon=True,
-                            args=(settings, agent, index, self.tasks[index], self.results, self.barrier))
-            for index in range(RACERS)
-        ]
-        for process in self.processes:
-            process.start()
-
-    def race(self, tasks: list[Task]) -> list[Outcome]:
-        for queue, task in zip(self.tasks, tasks, strict=True):
-            queue.put(task)
-        outcomes: dict[int, Outcome] = {}
-        for _ in tasks:
-            number, index, outcome = self.results.get(timeout=4 * TIMEOUT)
-            assert number == tasks[0][0], outcome.get("traceback", outcome)
-            outcomes[index] = outcome
-        return [outcomes[index] for index in range(RACERS)]
-
-    def close(self) -> None:
-        for queue in self.tasks:
-            queue.put(None)
-        for process in self.processes:
-            process.join(timeout=30)
-            if process.is_alive():
-                process.terminate()
-                process.join()
-            process.close()
-        for queue in [*self.tasks, self.results]:
-            queue.close()
-            queue.join_thread()
+    return as_outcome(app.drafts.create_draft, agent, payload, token, operation=operation)
 
 
 # Rounds and their checks -----------------------------------------------------------------------
@@ -164,7 +74,7 @@ class Rounds:
         #: How often each racer won: the races are real only if more than one of them ever does.
         self.winners: Counter[int] = Counter()
 
-    def play(self, racers: ThreadRacers | ProcessRacers, variant: str, number: int, *, same_operation: bool) -> None:
+    def play(self, racers: Racers, variant: str, number: int, *, same_operation: bool) -> None:
         payload = payload_for(variant, number)
         approval = self.app.drafts.approve(self.team.human, payload=payload)
         operations = ([f"op-{variant}-{number}"] * RACERS if same_operation
@@ -247,14 +157,14 @@ def team(app: Armarius) -> Team:
 
 @pytest.fixture
 def thread_racers(app: Armarius, team: Team) -> Iterator[ThreadRacers]:
-    racers = ThreadRacers(app, team.agent)
+    racers = ThreadRacers(app, team.agent, RACERS, attempt, "draft-racer")
     yield racers
     racers.close()
 
 
 @pytest.fixture
 def process_racers(settings: Settings, team: Team) -> Iterator[ProcessRacers]:
-    racers = ProcessRacers(settings, team.agent)
+    racers = ProcessRacers(settings, team.agent, RACERS, attempt, "draft-racer")
     yield racers
     racers.close()
 
@@ -347,12 +257,7 @@ def test_approving_and_collecting_while_marking_expiries_never_deadlock(app: Arm
 
     def run(call: Any) -> Outcome:
         barrier.wait()
-        try:
-            return {"ok": call()}
-        except ArmariusError as error:
-            return {"code": error.code, "details": error.details}
-        except Exception as error:
-            return {"exception": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+        return as_outcome(call)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         for number in range(SWEEP_ROUNDS):

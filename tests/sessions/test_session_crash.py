@@ -22,17 +22,15 @@ A holder on another host is not judged by its process: its reservation stays whi
 lease.
 
 On SQLite the parent closes its connections first and the child keeps a tiny page cache, so the
-commit transaction's uncommitted pages reach the WAL before the kill (as in the draft crash test).
+commit transaction's uncommitted pages reach the WAL before the kill (tests/crash_child.py, as in the
+draft crash test).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -44,57 +42,27 @@ from armarius.audit import chain as audit
 from armarius.config import Settings
 from armarius.errors import BudgetExhausted
 from armarius.store import iso_utc
+from tests.crash_child import PRELUDE, run_child
 from tests.helpers import OwnerSQL
 from tests.sessions.conftest import Clock, Lab
 
-REPO = Path(__file__).resolve().parents[2]
 SEARCH = {"kind": "source.search", "text": "def "}
 READ = {"kind": "source.read", "path": "src/app.py", "start_line": 1, "end_line": 2}
 FREE = {"total": 1, "used": 0, "running": 0, "held": 0, "left": 1}
 
-CHILD = r"""
-import json, os, signal, sys
-from pathlib import Path
-
-from armarius.app import open_app
-from armarius.config import Settings
+CHILD = PRELUDE + r"""
 from armarius.research.captures import verify_capture
 from armarius.research.service import ResearchService
 from armarius.sessions import queries, service
 from armarius.sessions.holders import current_holder
-from armarius.store.engine import SqliteDatabase
 
-job = json.loads(sys.stdin.read())
-settings = Settings(data_dir=Path(job["data_dir"]), database_url=job["database_url"],
-                    research_config=Path(job["research_config"]))
-wal = Path(str(settings.sqlite_path) + "-wal")
-
-
-def wal_size():
-    return wal.stat().st_size if wal.exists() else 0
-
-
-plain_connect = SqliteDatabase.connect
-
-
-def small_cache_connect(self):
-    # A tiny page cache spills the open transaction's pages into the WAL before the commit.
-    connection = plain_connect(self)
-    connection.execute("PRAGMA cache_size = 2")
-    return connection
-
-
-SqliteDatabase.connect = small_cache_connect
-app = open_app(settings)
-agent = app.directory.authenticate_token(job["agent_token"])
 folder = app.sessions.session_folder(agent.workspace, job["session"])
 seen = {"pid": os.getpid(), "holder": current_holder()}
 
 
 def die(**more):
     seen.update(more)
-    print(json.dumps(seen), flush=True)
-    os.kill(os.getpid(), signal.SIGKILL)
+    report_and_die(seen)
 
 
 real_run = ResearchService.run
@@ -147,13 +115,8 @@ print("query returned: the process was not killed", flush=True)
 def _run_child(lab: Lab, session: int, kill: str) -> dict[str, Any]:
     settings = lab.app.settings
     assert settings.research_config is not None
-    job = {"data_dir": str(settings.data_dir), "database_url": settings.database_url,
-           "research_config": str(settings.research_config), "agent_token": lab.team.agent_token,
-           "session": session, "request": SEARCH, "kill": kill}
-    child = subprocess.run([sys.executable, "-c", CHILD], input=json.dumps(job), capture_output=True, text=True,
-                           cwd=REPO, timeout=120, check=False)
-    assert child.returncode == -signal.SIGKILL, f"exit {child.returncode}\n{child.stdout}\n{child.stderr}"
-    seen: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
+    seen = run_child(settings, {"agent_token": lab.team.agent_token, "session": session, "request": SEARCH,
+                                "kill": kill}, CHILD)
     # The reservation names the dead process as its holder.
     assert seen["holder"].startswith(f"{socket.gethostname()}:{seen['pid']}:")
     return seen

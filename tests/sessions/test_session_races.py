@@ -19,29 +19,25 @@ many succeed, with evidence records 1..budget, and the rest are refused.
 
 Threads share one application (SQLite: one connection per thread; PostgreSQL: the pool). The
 processes are spawned once per test, each opens its own application from the same settings and
-takes its rounds from a queue (as in tests/drafts/test_draft_races.py).
+takes its rounds from a queue (tests/racers.py, shared with tests/drafts/test_draft_races.py).
 """
 
 from __future__ import annotations
 
 import json
-import multiprocessing
-import threading
-import traceback
 from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 
-from armarius.app import Armarius, open_app
+from armarius.app import Armarius
 from armarius.audit import chain as audit
 from armarius.auth.model import Actor
-from armarius.config import Settings
-from armarius.errors import ArmariusError, BudgetExhausted
+from armarius.errors import BudgetExhausted
 from tests.helpers import OwnerSQL
+from tests.racers import Outcome, ProcessRacers, Racers, ThreadRacers, as_outcome
 from tests.sessions.conftest import Lab
 
 pytestmark = pytest.mark.slow
@@ -52,12 +48,7 @@ RACERS = 8
 #: The k-of-n race: a budget with room for SHARED_BUDGET of SHARED_RACERS racers.
 SHARED_RACERS = 6
 SHARED_BUDGET = 3
-TIMEOUT = 60
 KINDS = ["threads", "processes"]
-
-Outcome = dict[str, Any]
-#: One racer's part in a round: (round number, session id, query).
-Task = tuple[int, int, dict[str, Any]]
 
 
 def racer_query(index: int) -> dict[str, Any]:
@@ -69,102 +60,13 @@ def racer_query(index: int) -> dict[str, Any]:
 EARLIER_QUERY: dict[str, Any] = {"kind": "source.read", "path": "src/app.py", "start_line": 10, "end_line": 12}
 
 
+# Racers (tests/racers.py) ----------------------------------------------------------------------
+
+
 def attempt(app: Armarius, agent: Actor, session: int, query: dict[str, Any]) -> Outcome:
-    """The answer, the refusal (its class and code) or any other exception, as picklable data."""
-    try:
-        return {"ok": app.sessions.query(agent, session, query)}
-    except ArmariusError as error:
-        return {"type": type(error).__name__, "code": error.code, "details": error.details}
-    except Exception as error:
-        return {"exception": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
-
-
-# Racers ----------------------------------------------------------------------------------------
-
-
-class Racers(Protocol):
-    count: int
-
-    def race(self, tasks: list[Task]) -> list[Outcome]: ...
-
-    def close(self) -> None: ...
-
-
-class ThreadRacers:
-    """``count`` threads of this process sharing the application."""
-
-    def __init__(self, app: Armarius, agent: Actor, count: int) -> None:
-        self.app, self.agent, self.count = app, agent, count
-        self.barrier = threading.Barrier(count, timeout=TIMEOUT)
-        self.pool = ThreadPoolExecutor(max_workers=count, thread_name_prefix="session-racer")
-
-    def _run(self, task: Task) -> Outcome:
-        _, session, query = task
-        self.barrier.wait()
-        return attempt(self.app, self.agent, session, query)
-
-    def race(self, tasks: list[Task]) -> list[Outcome]:
-        futures = [self.pool.submit(self._run, task) for task in tasks]
-        return [future.result(timeout=2 * TIMEOUT) for future in futures]
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=True)
-
-
-def _process_racer(settings: Settings, agent: Actor, index: int, tasks: Any, results: Any, barrier: Any) -> None:
-    """One racing process: its own application; a round per task until it is sent None."""
-    app = open_app(settings)
-    try:
-        while (task := tasks.get(timeout=4 * TIMEOUT)) is not None:
-            number, session, query = task
-            barrier.wait()
-            results.put((number, index, attempt(app, agent, session, query)))
-    except BaseException:
-        results.put((-1, index, {"exception": "the racer stopped", "traceback": traceback.format_exc()}))
-        barrier.abort()
-    finally:
-        app.close()
-
-
-class ProcessRacers:
-    """``count`` spawned processes, started once and fed their rounds through one queue each."""
-
-    def __init__(self, settings: Settings, agent: Actor, count: int) -> None:
-        self.count = count
-        context = multiprocessing.get_context("spawn")
-        self.barrier = context.Barrier(count, timeout=TIMEOUT)
-        self.results = context.Queue()
-        self.tasks = [context.Queue() for _ in range(count)]
-        self.processes = [
-            context.Process(target=_process_racer, name=f"session-racer-{index}", daemon=True,
-                            args=(settings, agent, index, self.tasks[index], self.results, self.barrier))
-            for index in range(count)
-        ]
-        for process in self.processes:
-            process.start()
-
-    def race(self, tasks: list[Task]) -> list[Outcome]:
-        for queue, task in zip(self.tasks, tasks, strict=True):
-            queue.put(task)
-        outcomes: dict[int, Outcome] = {}
-        for _ in tasks:
-            number, index, outcome = self.results.get(timeout=4 * TIMEOUT)
-            assert number == tasks[0][0], outcome.get("traceback", outcome)
-            outcomes[index] = outcome
-        return [outcomes[index] for index in range(self.count)]
-
-    def close(self) -> None:
-        for queue in self.tasks:
-            queue.put(None)
-        for process in self.processes:
-            process.join(timeout=30)
-            if process.is_alive():
-                process.terminate()
-                process.join()
-            process.close()
-        for queue in [*self.tasks, self.results]:
-            queue.close()
-            queue.join_thread()
+    """What a racer does with its part of a round, ``(round number, session, query)``: the query's answer,
+    refusal or exception, as picklable data."""
+    return as_outcome(app.sessions.query, agent, session, query)
 
 
 @pytest.fixture
@@ -175,9 +77,9 @@ def make_racers(lab: Lab) -> Iterator[Any]:
     def make(kind: str, count: int) -> Racers:
         racers: Racers
         if kind == "threads":
-            racers = ThreadRacers(lab.app, lab.team.agent, count)
+            racers = ThreadRacers(lab.app, lab.team.agent, count, attempt, "session-racer")
         else:
-            racers = ProcessRacers(lab.app.settings, lab.team.agent, count)
+            racers = ProcessRacers(lab.app.settings, lab.team.agent, count, attempt, "session-racer")
         started.append(racers)
         return racers
 
