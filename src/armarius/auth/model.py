@@ -76,6 +76,12 @@ class Actor:
                 permission=permission.value,
             )
 
+    def require_human(self, permission: Permission, what: str = "do this") -> None:
+        """Human authority: an agent is refused here whatever a surface let through, then the permission."""
+        if self.kind is not Kind.HUMAN:
+            raise NotAllowed(f"Only a human may {what}.", permission=permission.value)
+        self.require(permission)
+
     def describe(self) -> dict[str, Any]:
         return {
             "principal": self.principal, "kind": self.kind.value, "role": self.role.value,

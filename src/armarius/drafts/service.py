@@ -189,7 +189,7 @@ class DraftService:
         approved again: the new approval replaces the old one, whose token is dead from then on.
         ``reviewed_fingerprint`` is the fingerprint of what the human was shown; anything else is refused.
         """
-        _require_approver(actor)
+        actor.require_human(Permission.APPROVALS_ISSUE, "approve or reject a proposal")
         token = new_token()
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             issued = self.clock()
@@ -239,7 +239,7 @@ class DraftService:
                               replaces=None if previous is None else previous["id"], replaced_outcome=replaced_outcome)
 
     def reject(self, actor: Actor, proposal_id: int, note: str | None = None) -> dict[str, Any]:
-        _require_approver(actor)
+        actor.require_human(Permission.APPROVALS_ISSUE, "approve or reject a proposal")
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             row = self._proposal(tx, proposal_id, lock=True)
             if row["status"] != "pending":
@@ -381,12 +381,6 @@ def _audit_expiries(tx: Tx, expired: list[Row]) -> None:
     for row in sorted(expired, key=lambda row: int(row["id"])):
         audit.append(tx, actor="system", action="approval.expired", subject=row["slug"] or "",
                      details={"approval": row["id"], "proposal": row["proposal_id"], "expired_at": row["expires_at"]})
-
-
-def _require_approver(actor: Actor) -> None:
-    if actor.kind is not Kind.HUMAN:
-        raise NotAllowed("Only a human may approve or reject a proposal.", permission=Permission.APPROVALS_ISSUE.value)
-    actor.require(Permission.APPROVALS_ISSUE)
 
 
 def _handoff_context(row: Row) -> str:

@@ -15,8 +15,8 @@ from typing import Any
 
 from armarius.audit import chain as audit
 from armarius.auth.model import Actor
-from armarius.auth.permissions import Kind, Permission
-from armarius.errors import Conflict, InvalidInput, NotAllowed, NotFound, ReasonRequired, echo
+from armarius.auth.permissions import Permission
+from armarius.errors import Conflict, InvalidInput, NotFound, ReasonRequired, echo
 from armarius.memory import queries
 from armarius.memory.duplicates import find_duplicates
 from armarius.memory.model import (
@@ -253,7 +253,7 @@ class MemoryService:
 
     def curate(self, actor: Actor, slug: str, revision: int) -> dict[str, Any]:
         """Mark exactly the revision the human read as reviewed; a newer revision refuses."""
-        _require_human(actor, Permission.MEMORY_CURATE)
+        actor.require_human(Permission.MEMORY_CURATE)
         check_slug(slug)
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             entry = self._existing(tx, slug, lock=True)
@@ -272,7 +272,7 @@ class MemoryService:
         return {"slug": slug, "revision": revision, "curated": True, "changed": True}
 
     def uncurate(self, actor: Actor, slug: str) -> dict[str, Any]:
-        _require_human(actor, Permission.MEMORY_CURATE)
+        actor.require_human(Permission.MEMORY_CURATE)
         check_slug(slug)
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             entry = self._existing(tx, slug, lock=True)
@@ -288,7 +288,7 @@ class MemoryService:
         """Undo the changes since the last curation: a new revision with exactly the curated title,
         body and tags. It is curated at once (the human chose exactly this content) and leaves the
         needs-review list; the reverted revisions stay in the history."""
-        _require_human(actor, Permission.MEMORY_CURATE)
+        actor.require_human(Permission.MEMORY_CURATE)
         check_slug(slug)
         why = check_reason(reason)
         if why is None:
@@ -368,12 +368,6 @@ def _write_revision(tx: Tx, actor: Actor, entry: Entry, revision: int, now: str,
     queries.insert_revision(tx, entry.id, revision, title=title, body=body, tags=encoded, reason=reason,
                             operation_id=operation, author=actor.audit_name, at=now, overrode_curated=overriding)
     queries.replace_tags_and_links(tx, entry.id, tags, parse_links(body))
-
-
-def _require_human(actor: Actor, permission: Permission) -> None:
-    if actor.kind is not Kind.HUMAN:
-        raise NotAllowed("Only a human may do this.", permission=permission.value)
-    actor.require(permission)
 
 
 def _diff(slug: str, base: dict[str, Any], entry: Entry) -> str:

@@ -1,9 +1,10 @@
 """Who holds a budget reservation: this process, another live one, or one that is gone.
 
 A reservation names its holder as ``host:pid:nonce``. A holder on this host whose process no
-longer runs (or whose pid now belongs to a later process, as after a restart in a container) has
-been interrupted: its reservation can be released at once. A holder on another host is trusted
-until its lease ends.
+longer runs, or that has this process's pid with another nonce (an earlier process, as after a
+restart in a container), has been interrupted: its reservation can be released at once. Any other
+holder — on another host, or a pid reused by another live process — is trusted until its lease
+ends.
 """
 
 from __future__ import annotations

@@ -2,17 +2,8 @@
 
 from __future__ import annotations
 
-from armarius.auth.model import Actor
-from armarius.auth.permissions import Kind, Permission
-from armarius.errors import BudgetExhausted, NotAllowed, NotFound, SessionBlocked, SessionClosed
+from armarius.errors import BudgetExhausted, NotFound, SessionBlocked, SessionClosed
 from armarius.store import Row
-
-
-def require_human(actor: Actor, permission: Permission, what: str) -> None:
-    """Human authority: agents are refused here even if a surface let the call through."""
-    if actor.kind is not Kind.HUMAN:
-        raise NotAllowed(f"Only a human may {what}.", permission=permission.value)
-    actor.require(permission)
 
 
 def not_found(session_id: int) -> NotFound:

@@ -103,12 +103,10 @@ class SessionService:
     def enrich(self, actor: Actor, session_id: int, inputs: Any) -> dict[str, Any]:
         """A human gives a session a new revision of its inputs, which enrichment then resolves; earlier
         revisions and their facts stay as they were."""
-        refusals.require_human(actor, Permission.SESSIONS_MANAGE, "give a session new inputs")
+        actor.require_human(Permission.SESSIONS_MANAGE, "give a session new inputs")
         checked = check_inputs(inputs, self._enrichment_config())
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
-            row = self._row(tx, session_id, lock=True)
-            if row["status"] == Status.CLOSED:
-                raise refusals.closed(session_id)
+            row = self._not_closed(tx, session_id)
             self._new_inputs(tx, actor, session_id, row["inputs_revision"] + 1, checked, iso_utc(self.clock()))
         self._enrich_pending(actor, session_id)
         return self.show(actor, session_id)
@@ -287,7 +285,7 @@ class SessionService:
 
     def resume(self, actor: Actor, session_id: int, note: str | None = None) -> dict[str, Any]:
         """Move a blocked session into the resume state of its last blocking checkpoint (humans only)."""
-        refusals.require_human(actor, Permission.SESSIONS_MANAGE, "resume a session")
+        actor.require_human(Permission.SESSIONS_MANAGE, "resume a session")
         note = check_note(note)
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             now = self.clock()
@@ -315,12 +313,10 @@ class SessionService:
 
     def take_over(self, actor: Actor, session_id: int) -> dict[str, Any]:
         """An administrator makes another principal's session their own, so that what follows names them."""
-        refusals.require_human(actor, Permission.SESSIONS_TAKEOVER, "take over a session")
+        actor.require_human(Permission.SESSIONS_TAKEOVER, "take over a session")
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             at = iso_utc(self.clock())
-            row = self._row(tx, session_id, lock=True)
-            if row["status"] == Status.CLOSED:
-                raise refusals.closed(session_id)
+            row = self._not_closed(tx, session_id)
             if row["owner_id"] != actor.principal_id:
                 queries.update_session(tx, session_id, at=at, owner_id=actor.principal_id, owner=actor.audit_name)
                 _transition(tx, actor, session_id, Event.TAKEN_OVER, status=row["status"], reason=row["reason"], at=at,
@@ -329,12 +325,10 @@ class SessionService:
 
     def raise_budget(self, actor: Actor, session_id: int, budget: int) -> dict[str, Any]:
         """A human gives a session more actions (up to the ceiling); never fewer."""
-        refusals.require_human(actor, Permission.SESSIONS_MANAGE, "raise a session's budget")
+        actor.require_human(Permission.SESSIONS_MANAGE, "raise a session's budget")
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             at = iso_utc(self.clock())
-            row = self._row(tx, session_id, lock=True)
-            if row["status"] == Status.CLOSED:
-                raise refusals.closed(session_id)
+            row = self._not_closed(tx, session_id)
             if not row["budget"] < budget <= self.limits.ceiling:
                 raise InvalidInput(f"The new budget must be above the current {row['budget']} and at most "
                                    f"{self.limits.ceiling}.", field="budget", budget=row["budget"])
@@ -392,7 +386,7 @@ class SessionService:
     def rebuild_files(self, actor: Actor, session_id: int) -> dict[str, Any]:
         """Write the session's capture files again from the store: missing and altered ones are restored
         (a human's act, recorded in the audit log). Files the store does not know are reported, not removed."""
-        refusals.require_human(actor, Permission.SESSIONS_MANAGE, "rebuild a session's capture files")
+        actor.require_human(Permission.SESSIONS_MANAGE, "rebuild a session's capture files")
         folder = self.session_folder(actor.workspace, session_id)
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             self._readable(tx, actor, session_id)
@@ -478,9 +472,7 @@ class SessionService:
         costing no budget: it counts against the enrichment limits. A request the session has recorded
         meanwhile is not recorded twice: its recorded answer is the one used."""
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
-            row = self._row(tx, session_id, lock=True)
-            if row["status"] == Status.CLOSED:
-                raise refusals.closed(session_id)
+            self._not_closed(tx, session_id)
             known = queries.recorded_capture(tx, session_id, answer.request)
             if known is not None:  # a concurrent run of the same enrichment recorded it first
                 return Looked(known[0], json.loads(known[1]))
@@ -502,6 +494,13 @@ class SessionService:
         row = queries.session(tx, session_id, lock=lock)
         if row is None:
             raise refusals.not_found(session_id)
+        return row
+
+    def _not_closed(self, tx: Tx, session_id: int) -> Row:
+        """The session row locked for a change, refusing a closed session."""
+        row = self._row(tx, session_id, lock=True)
+        if row["status"] == Status.CLOSED:
+            raise refusals.closed(session_id)
         return row
 
     def _readable(self, tx: Tx, actor: Actor, session_id: int) -> Row:
