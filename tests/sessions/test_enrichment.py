@@ -35,7 +35,7 @@ import pytest
 from armarius.app import Armarius, open_app
 from armarius.canonical import canonical_json
 from armarius.config import Settings
-from armarius.errors import InvalidInput, SessionBlocked
+from armarius.errors import InvalidInput, SessionBlocked, SessionClosed
 from armarius.sessions.enrichment import INPUTS_MAX, TEXT_ID_MAX
 from tests.cli.test_cli import Cli
 from tests.helpers import OwnerSQL, Team, agent_of, make_team
@@ -608,6 +608,12 @@ def test_invalid_inputs_are_refused_and_write_nothing(bench: Bench) -> None:
         assert refused.value.details["field"].startswith("inputs"), inputs
         with pytest.raises(InvalidInput):
             app.sessions.enrich(bench.people.human, session, inputs)
+    assert store_state(bench.settings) == before
+    closed = app.sessions.open(agent, "closed", inputs=[quest])["session"]
+    app.sessions.close(agent, closed)
+    before = store_state(bench.settings)
+    with pytest.raises(SessionClosed):  # a closed session takes no new inputs
+        app.sessions.enrich(bench.people.human, closed, [quest])
     assert store_state(bench.settings) == before
 
     plain = bench.open()

@@ -220,6 +220,8 @@ def test_a_closed_session_stays_readable_and_refuses_queries(lab: Lab) -> None:
             sessions.close(lab.team.human, session, note=note)
     assert sessions.show(agent, session)["evidence"]["records"] == 1
     assert sessions.verify(agent, session)["ok"]
+    with changes_nothing(lab, SessionClosed):  # no human change of a closed session either
+        sessions.raise_budget(lab.team.human, session, 100)
 
 
 def test_sessions_are_private_to_their_owner_and_workspace(lab: Lab) -> None:
