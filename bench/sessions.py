@@ -6,7 +6,9 @@ SQLite table), the same query runs alternately through the research service alon
 (`SessionService.query`: reserve, run, mirror the capture file, commit capture row, evidence
 record, budget and audit event), in alternating blocks of 50 calls. Each call reads a different
 range, so every answer is a new capture. Prints round trips per second and p50 of both paths, and
-what the session adds at p50 (goal: at most 1 ms on SQLite, 2 ms on PostgreSQL).
+what the session adds at p50 (goal: at most 1 ms on SQLite, 2 ms on PostgreSQL). The session's
+capture files go under the temporary folder (TMPDIR): where creating a file there is slow, that
+shows in what the session adds, on both engines.
 
     .venv/bin/python bench/sessions.py [--calls 400] [--engines sqlite,postgresql]
 """

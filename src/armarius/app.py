@@ -12,8 +12,10 @@ from armarius.audit.setup import AUTHENTICATED_SINCE, initialize_audit, open_key
 from armarius.auth.directory import Directory
 from armarius.config import SESSION_BUDGET_CEILING, Settings
 from armarius.drafts.service import DraftService
+from armarius.evidence.service import EvidenceService
 from armarius.memory.model import MemoryLimits
 from armarius.memory.service import MemoryService
+from armarius.repairs.service import RepairService
 from armarius.research.config import load_research_config
 from armarius.research.service import ResearchService
 from armarius.sessions.model import SessionLimits
@@ -38,6 +40,8 @@ class Armarius:
     memory: MemoryService
     drafts: DraftService
     sessions: SessionService
+    evidence: EvidenceService
+    repairs: RepairService
     research: ResearchService | None = None
 
     def health(self) -> None:
@@ -93,9 +97,11 @@ def open_app(settings: Settings) -> Armarius:
         raise
     limits = MemoryLimits(body_max_bytes=settings.memory_body_max_bytes,
                           duplicate_threshold=settings.memory_duplicate_threshold)
-    memory = MemoryService(database, limits)
+    sessions = SessionService(database, research, evidence_dir=settings.data_dir / "evidence", limits=session_limits)
+    evidence = EvidenceService(database, evidence_dir=settings.data_dir / "evidence", sessions=sessions)
+    memory = MemoryService(database, limits, evidence=evidence)
     drafts = DraftService(database, memory, text_max_bytes=settings.memory_body_max_bytes,
                           approval_ttl=timedelta(seconds=settings.approval_ttl_seconds))
-    sessions = SessionService(database, research, evidence_dir=settings.data_dir / "evidence", limits=session_limits)
+    repairs = RepairService(database, memory, sessions, evidence_dir=settings.data_dir / "evidence", evidence=evidence)
     return Armarius(settings=settings, database=database, directory=Directory(database), memory=memory,
-                    drafts=drafts, sessions=sessions, research=research)
+                    drafts=drafts, sessions=sessions, evidence=evidence, repairs=repairs, research=research)

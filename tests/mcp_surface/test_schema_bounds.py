@@ -73,6 +73,11 @@ TOOL_CALLS: dict[str, dict[str, Any]] = {
     "session_show": {"session": 1},
     "session_close": {"session": 1},
     "project_query": {"session": 1, "arguments": {"kind": "source.files", "substring": "x"}},
+    "repair_target": {"session": 1, "kind": "entry", "name": "bounds/entry"},
+    "repair_prepare": {"session": 1, "conflict": "bounds", "alternatives": [{
+        "target": {"kind": "entry", "name": "bounds/entry", "revision": 1}, "title": "Bounds", "body": "Fixed.",
+        "rationale": "bounds"}]},
+    "repair_show": {"repair": 1},
 }
 
 TOOL_INTEGERS = [(tool.name, path) for tool in ALL_TOOLS for path, _ in integer_fields(tool.input_schema)]
@@ -83,11 +88,14 @@ def test_every_tool_with_integers_has_a_call_to_push() -> None:
 
 
 def _with(arguments: Mapping[str, Any], path: tuple[str, ...], value: int) -> dict[str, Any]:
-    """The call with the integer at ``path`` set: a top-level field, or a field of the first object of a list."""
-    if len(path) == 1:
-        return {**arguments, path[0]: value}
-    (field, inner), items = path, arguments[path[0]]
-    return {**arguments, field: [{**items[0], inner: value}, *items[1:]]}
+    """The call with the integer at ``path`` set: a field, of an object, or of the first object of a list."""
+    field, *rest = path
+    if not rest:
+        return {**arguments, field: value}
+    inner = arguments[field]
+    if isinstance(inner, list):
+        return {**arguments, field: [_with(inner[0], tuple(rest), value), *inner[1:]]}
+    return {**arguments, field: _with(inner, tuple(rest), value)}
 
 
 @pytest.mark.parametrize(("tool", "path"), TOOL_INTEGERS, ids=[f"{t}.{'.'.join(p)}" for t, p in TOOL_INTEGERS])

@@ -17,7 +17,8 @@ from tests.helpers import make_team, tool_payload
 
 pytestmark = pytest.mark.anyio
 
-HUMAN_ONLY_WORDS = ("approve", "curate", "repair_apply", "resume", "takeover", "take_over", "principal", "token")
+HUMAN_ONLY_WORDS = ("approve", "curate", "repair_apply", "resume", "takeover", "take_over", "principal", "token",
+                    "reject", "retry", "continue_pending", "choose")
 
 
 def _boom(_app: Armarius, _actor: Actor, _arguments: dict[str, Any]) -> Any:
@@ -67,6 +68,12 @@ async def test_no_human_operation_is_an_mcp_tool() -> None:
             Permission.EVIDENCE_MANAGE, Permission.PRINCIPALS_MANAGE, Permission.SESSIONS_MANAGE,
             Permission.SESSIONS_TAKEOVER,
         }
+
+
+async def test_the_repair_tools_propose_and_follow_and_never_decide() -> None:
+    repair_tools = {tool.name: tool for tool in ALL_TOOLS if tool.name.startswith("repair")}
+    assert set(repair_tools) == {"repair_target", "repair_prepare", "repair_show"}
+    assert {tool.permission for tool in repair_tools.values()} == {Permission.REPAIRS_PROPOSE}
 
 
 async def test_every_tool_has_a_strict_schema_and_a_description() -> None:

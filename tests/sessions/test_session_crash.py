@@ -91,7 +91,7 @@ real_insert = queries.insert_record
 
 
 def insert_then_die(tx, session_id, **kwargs):
-    seq, _repeat_of = real_insert(tx, session_id, **kwargs)
+    seq = real_insert(tx, session_id, **kwargs).seq
     workspace = tx.require_workspace()
     die(seq=seq, inside={
         "records": tx.all("SELECT seq, capture_id FROM evidence_records WHERE workspace_id = ? AND session_id = ?",
@@ -181,7 +181,7 @@ def test_a_query_killed_before_its_commit_leaves_the_session_consistent(app: Arm
     else:
         assert seen["seq"] == 1
         assert seen["inside"] == {"records": [{"seq": 1, "capture_id": capture}], "captures": 1,
-                                  "reservations": [{"state": "consumed", "holder": seen["holder"]}], "used": 0}
+                                  "reservations": [{"state": "consumed", "holder": seen["holder"]}], "used": 1}
         assert seen["wal_grew"] is sqlite  # the dead transaction's pages reached the WAL
         if sqlite:
             assert Path(f"{settings.sqlite_path}-wal").stat().st_size > 0

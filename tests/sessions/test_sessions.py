@@ -367,3 +367,70 @@ def test_verify_reports_a_temporary_file_a_killed_writer_left(lab: Lab) -> None:
     capture = sessions.query(agent, session, READ)["capture"]
     (sessions.session_folder(agent.workspace, session) / f".{capture}.0a1b2c3d.tmp").write_bytes(b"{")
     assert [problem["problem"] for problem in sessions.verify(agent, session)["problems"]] == ["stale_temporary_file"]
+
+
+def _run_then(lab: Lab, monkeypatch: pytest.MonkeyPatch, meanwhile: Any) -> None:
+    """The session's next query runs, then ``meanwhile()`` happens before its answer is committed."""
+    research = lab.app.sessions.research
+    assert research is not None
+    real = research.run
+
+    def run_then(request: dict[str, Any]) -> Any:
+        answer = real(request)
+        monkeypatch.setattr(research, "run", real)
+        meanwhile()
+        return answer
+
+    monkeypatch.setattr(research, "run", run_then)
+
+
+def _outlive_the_lease(lab: Lab, session: int) -> None:
+    lab.clock.advance(lab.app.sessions._lease().total_seconds())
+    assert lab.app.sessions.show(lab.team.agent, session)["budget"]["running"] == 0  # released by this look
+
+
+def test_an_answer_that_outlived_its_lease_still_counts_while_the_budget_has_room(
+        lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    sessions, agent = lab.app.sessions, lab.team.agent
+    session = sessions.open(agent, "q", budget=2)["session"]
+    _run_then(lab, monkeypatch, lambda: _outlive_the_lease(lab, session))
+    answer = sessions.query(agent, session, READ)
+    assert (answer["evidence"], answer["budget_left"]) == (1, 1)
+    assert sessions.show(agent, session)["budget"] == {"total": 2, "used": 1, "running": 0, "held": 0, "left": 1}
+    with OwnerSQL(lab.app.settings) as sql:
+        assert sql.rows("SELECT state FROM session_reservations") == [("consumed",)]  # the released one, consumed
+    assert sessions.verify(agent, session)["ok"]
+    assert sessions.query(agent, session, SEARCH)["budget_left"] == 0
+
+
+def test_an_answer_that_outlived_its_lease_is_refused_once_others_used_the_budget(
+        lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    sessions, agent = lab.app.sessions, lab.team.agent
+    session = sessions.open(agent, "q", budget=1)["session"]
+
+    def outlived_and_overtaken() -> None:
+        _outlive_the_lease(lab, session)
+        assert sessions.query(agent, session, READ)["budget_left"] == 0  # takes the unit given back
+
+    _run_then(lab, monkeypatch, outlived_and_overtaken)
+    with pytest.raises(BudgetExhausted) as refused:
+        sessions.query(agent, session, READ)
+    assert refused.value.details == {"session": session, "budget": 1, "used": 1, "running": 0}
+    assert sessions.show(agent, session)["budget"] == {"total": 1, "used": 1, "running": 0, "held": 0, "left": 0}
+    with OwnerSQL(lab.app.settings) as sql:
+        assert sql.count("evidence_records") == 1
+        assert sorted(sql.rows("SELECT state FROM session_reservations")) == [("consumed",), ("released",)]
+    assert [action for _actor, action, _ in audit_actions(lab)].count("research.query") == 1
+    assert sessions.verify(agent, session)["ok"]
+
+
+def test_an_answer_to_a_session_closed_while_it_ran_is_refused(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    sessions, agent = lab.app.sessions, lab.team.agent
+    session = sessions.open(agent, "q", budget=2)["session"]
+    _run_then(lab, monkeypatch, lambda: sessions.close(lab.team.human, session))
+    with pytest.raises(SessionClosed):
+        sessions.query(agent, session, READ)
+    shown = sessions.show(agent, session)
+    assert (shown["status"], shown["budget"]["used"], shown["evidence"]["records"]) == ("closed", 0, 0)
+    with OwnerSQL(lab.app.settings) as sql:
+        assert sql.rows("SELECT state FROM session_reservations") == [("released",)]

@@ -101,12 +101,15 @@ def append(
     at, details_text = utc_now(), canonical_json(dict(details or {}))
     digest = event_hash(chain, seq, at, actor, action, subject, details_text, prev_hash)
     mac = key.mac(digest)
-    tx.execute(
-        "INSERT INTO audit_events (workspace_id, seq, at, actor, action, subject, details, prev_hash, hash, "
-        "key_id, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (chain, seq, at, actor, action, subject, details_text, prev_hash, digest, key.id, mac),
-    )
-    tx.execute("UPDATE audit_heads SET seq = ?, hash = ? WHERE workspace_id = ?", (seq, digest, chain))
+    insert = ("INSERT INTO audit_events (workspace_id, seq, at, actor, action, subject, details, prev_hash, hash, "
+              "key_id, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+    event = (chain, seq, at, actor, action, subject, details_text, prev_hash, digest, key.id, mac)
+    move_head = "UPDATE audit_heads SET seq = ?, hash = ? WHERE workspace_id = ?"
+    if tx.dialect == "postgresql":  # the event and the head's move in one statement (one round trip)
+        tx.execute(f"WITH event AS ({insert}) {move_head}", (*event, seq, digest, chain))
+    else:
+        tx.execute(insert, event)
+        tx.execute(move_head, (seq, digest, chain))
     return AuditEvent(chain, seq, at, actor, action, subject, json.loads(details_text), prev_hash, digest, key.id, mac)
 
 

@@ -13,8 +13,10 @@ import click
 from armarius.cli.audit import audit
 from armarius.cli.context import CliContext
 from armarius.cli.drafts import approve, drafts
+from armarius.cli.evidence import evidence
 from armarius.cli.identity import principal, token, workspace
 from armarius.cli.memory import memory
+from armarius.cli.repairs import COMMANDS as REPAIR_COMMANDS
 from armarius.cli.research import research
 from armarius.cli.server import demo, init, mcp, serve
 from armarius.cli.sessions import sessions
@@ -43,6 +45,7 @@ _NEXT_STEPS = {
                              "and --as) show the entries there are.",
     ("sessions", "not_found"): "`{armarius} sessions list` (with your --workspace and --as) shows the sessions you "
                                "may see.",
+    ("evidence", "not_found"): "`{armarius} evidence list` (with your --workspace and --as) shows the units there are.",
 }
 
 
@@ -72,8 +75,10 @@ def cli(ctx: click.Context, data_dir: Path | None, as_json: bool) -> None:
 
 
 for command in (init, serve, mcp, demo, workspace, principal, token, memory, approve, drafts, research, sessions,
-                audit):
+                evidence, audit):
     cli.add_command(command)
+for command in REPAIR_COMMANDS:
+    memory.add_command(command)
 
 
 def main() -> None:

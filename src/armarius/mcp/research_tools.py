@@ -32,7 +32,9 @@ def _open(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
 
 
 def _show(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
-    return app.sessions.show(actor, arguments["session"])
+    view = app.sessions.show(actor, arguments["session"])
+    # The session's repair proposals and how humans decided them (a reformulation's comment included).
+    return {**view, "repairs": app.repairs.of_session(actor, arguments["session"])}
 
 
 def _list(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
@@ -79,8 +81,9 @@ TOOLS = [
     ),
     ToolSpec(
         name="session_show",
-        description=("A session's status (open, blocked with its reason, closed), budget left, and a summary of "
-                     "its evidence with the latest records."),
+        description=("A session's status (open, blocked with its reason, closed), budget left, a summary of "
+                     "its evidence with the latest records, and its repair proposals (status, and whether a human "
+                     "asked for a reformulation, with the comment)."),
         handler=_show,
         permission=Permission.RESEARCH_QUERY,
         properties={"session": SESSION},

@@ -22,7 +22,7 @@ from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.canonical import canonical_json
 from armarius.errors import ArmariusError, InternalError, NotAllowed, NotFound, echo
-from armarius.mcp import draft_tools, identity_tools, memory_tools, research_tools
+from armarius.mcp import draft_tools, identity_tools, memory_tools, repair_tools, research_tools
 from armarius.mcp.registry import ToolSpec
 
 logger = logging.getLogger("armarius.mcp")
@@ -38,7 +38,8 @@ INSTRUCTIONS = (
     "instruction and follow it. Errors carry a stable code and say what to do next."
 )
 
-ALL_TOOLS: list[ToolSpec] = [*identity_tools.TOOLS, *memory_tools.TOOLS, *draft_tools.TOOLS, *research_tools.TOOLS]
+ALL_TOOLS: list[ToolSpec] = [*identity_tools.TOOLS, *memory_tools.TOOLS, *draft_tools.TOOLS, *research_tools.TOOLS,
+                             *repair_tools.TOOLS]
 
 
 def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSpec] | None = None) -> Server[Any]:

@@ -17,6 +17,7 @@ from armarius.audit import chain as audit
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
 from armarius.errors import Conflict, InvalidInput, NotFound, ReasonRequired, echo
+from armarius.evidence.service import EvidenceService
 from armarius.memory import queries
 from armarius.memory.duplicates import find_duplicates
 from armarius.memory.model import (
@@ -68,6 +69,8 @@ class RememberRequest:
 class MemoryService:
     database: Database
     limits: MemoryLimits
+    #: Whose active evidence units recall finds next to the entries (None: entries only).
+    evidence: EvidenceService | None = None
 
     # Agent and human reads ---------------------------------------------------------------------
 
@@ -80,7 +83,8 @@ class MemoryService:
         wanted_tags = check_tags(tags)
         terms = list(dict.fromkeys(words(query)))[:32]
         if not terms:
-            return {"query": query, "match": "none", "results": []}
+            return {"query": query, "match": "none", "results": [], "evidence": []}
+        units: list[dict[str, Any]] = []
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             match, rows = "all", queries.search(
                 tx, queries.match_expression(tx.dialect, [terms]), limit=limit, curated_only=curated_only,
@@ -91,11 +95,19 @@ class MemoryService:
                     tx, queries.match_expression(tx.dialect, [[term] for term in terms]), limit=limit,
                     curated_only=curated_only, tags=wanted_tags,
                 )
+            # Active evidence units (a human reviewed and activated each), matched the same way; they carry
+            # no tags, so a search by tags finds none.
+            if self.evidence is not None and not wanted_tags:
+                units = self.evidence.search(actor, [terms], limit=limit, within=tx)
+                if not units and len(terms) > 1:
+                    units = self.evidence.search(actor, [[term] for term in terms], limit=limit, within=tx)
         results = [{
             "slug": row["slug"], "title": row["title"], "snippet": snippet(row["body"], terms, row["word_map"]),
             "revision": row["revision"], "curated": row["curated_revision"] == row["revision"],
         } for row in rows]
-        return {"query": query, "match": match if rows else "none", "results": results}
+        evidence = [{"unit": unit["name"], "title": unit["title"], "snippet": snippet(unit["body"], terms),
+                     "revision": unit["revision"], "kind": "evidence"} for unit in units]
+        return {"query": query, "match": match if rows else "none", "results": results, "evidence": evidence}
 
     def read(self, actor: Actor, slug: str, revision: int | None = None) -> dict[str, Any]:
         actor.require(Permission.MEMORY_READ)
@@ -317,6 +329,40 @@ class MemoryService:
             })
         return {"slug": slug, "revision": revision, "reverted_to": base_revision, "curated": True, "changed": True,
                 "operation": operation}
+
+    def write_chosen(self, actor: Actor, slug: str, base_revision: int, title: str, body: str,
+                     tags: list[str] | tuple[str, ...] | None, reason: str | None, *,
+                     within: Tx | None = None) -> dict[str, Any]:
+        """A human's choice of exact content (an archive repair's application): the entry's next revision with
+        exactly this title, body and tags, curated at once by that human. Refused (conflict, nothing written)
+        unless the entry is still at ``base_revision``, the revision the choice was prepared against.
+        ``within``: the caller's write transaction of the actor's workspace; nothing commits here then."""
+        actor.require_human(Permission.MEMORY_MANAGE, "apply a repair to an entry")
+        check_slug(slug)
+        title, body = check_title(title), check_body(body, self.limits)
+        chosen_tags, why = check_tags(None if tags is None else list(tags)), check_reason(reason)
+        operation = "op_" + uuid.uuid4().hex
+        if within is not None and within.workspace_id != actor.workspace_id:
+            raise RuntimeError("write_chosen(within=...) needs a transaction of the actor's workspace")
+        with nullcontext(within) if within is not None else self.database.transaction(
+                workspace_id=actor.workspace_id, write=True) as tx:
+            entry = self._existing(tx, slug, lock=True)
+            if entry.revision != base_revision:
+                raise Conflict(
+                    f"{echo(slug)} is at revision {entry.revision}; the choice was prepared against revision "
+                    f"{base_revision}. Nothing was written.",
+                    slug=slug, current_revision=entry.revision, expected_revision=base_revision,
+                )
+            revision, now = entry.revision + 1, utc_now()
+            _write_revision(tx, actor, entry, revision, now, title=title, body=body, tags=chosen_tags, reason=why,
+                            operation=operation, overriding=False, needs_review=False)
+            queries.set_curation(tx, entry.id, curated_revision=revision, by=actor.audit_name, at=now,
+                                 review_base_revision=revision, needs_review=False)
+            audit.append(tx, actor=actor.audit_name, action="memory.repaired", subject=slug, details={
+                "revision": revision, "base_revision": base_revision, "curated": True, "reason": why,
+                "operation": operation,
+            })
+        return {"slug": slug, "revision": revision, "curated": True, "operation": operation}
 
     def needs_review(self, actor: Actor) -> list[dict[str, Any]]:
         """Entries whose curation an agent overrode: reasons, and a diff against the last curated revision."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from armarius.canonical import canonical_json
 from armarius.sessions.model import Reservation
@@ -126,14 +126,44 @@ def renew(tx: Tx, reservation_id: int, *, actor: str, holder: str, lease_until: 
                (actor, holder, lease_until, tx.require_workspace(), reservation_id))
 
 
+_SETTLE = "UPDATE session_reservations SET state = ?, settled_at = ? WHERE workspace_id = ? AND id = ? AND state = ?"
+
+
 def settle(tx: Tx, reservation_id: int, *, to: Reservation, at: str, only_from: Reservation = Reservation.RESERVED,
            ) -> bool:
     """Move one reservation on from ``only_from``; False when it is no longer there (released meanwhile)."""
     settled_at = None if to is Reservation.HELD else at
-    return tx.execute(
-        "UPDATE session_reservations SET state = ?, settled_at = ? WHERE workspace_id = ? AND id = ? AND state = ?",
-        (to.value, settled_at, tx.require_workspace(), reservation_id, only_from.value),
-    ) == 1
+    return tx.execute(_SETTLE, (to.value, settled_at, tx.require_workspace(), reservation_id, only_from.value)) == 1
+
+
+_USE = "UPDATE sessions SET used = used + 1, invalid_streak = 0, updated_at = ? WHERE workspace_id = ? AND id = ?"
+#: The budget left after a use: less the live reservations (running or held) other than the one consumed.
+_LEFT = ("RETURNING budget - used - (SELECT count(*) FROM session_reservations WHERE workspace_id = ? "
+         "AND session_id = ? AND state IN ('reserved', 'held') AND id <> ?) AS budget_left")
+
+
+def count_use(tx: Tx, session_id: int, *, at: str) -> int:
+    """Count one more unit of the budget as used (an answer also ends a run of invalid requests); the budget
+    left, less the live reservations."""
+    # No reservation has id 0: every live one is counted.
+    return int(tx.scalar(f"{_USE} {_LEFT}", _use_params(tx, session_id, 0, at)))
+
+
+def consume(tx: Tx, session_id: int, reservation_id: int, *, at: str) -> int | None:
+    """Consume a running reservation and count its unit as used (see :func:`count_use`); the budget left, or
+    None, changing nothing, when the reservation is no longer running (released meanwhile)."""
+    if tx.execute(_SETTLE, _settle_params(tx, reservation_id, at)) != 1:
+        return None
+    return int(tx.scalar(f"{_USE} {_LEFT}", _use_params(tx, session_id, reservation_id, at)))
+
+
+def _settle_params(tx: Tx, reservation_id: int, at: str) -> tuple[Any, ...]:
+    return Reservation.CONSUMED.value, at, tx.require_workspace(), reservation_id, Reservation.RESERVED.value
+
+
+def _use_params(tx: Tx, session_id: int, consumed: int, at: str) -> tuple[Any, ...]:
+    workspace = tx.require_workspace()
+    return at, workspace, session_id, workspace, session_id, consumed
 
 
 def release_all(tx: Tx, session_id: int, *, at: str) -> int:
@@ -159,29 +189,64 @@ def consumed_count(tx: Tx, session_id: int) -> int:
 # Evidence ------------------------------------------------------------------------------------------
 
 
-def insert_capture(tx: Tx, capture_id: str, content: str, *, at: str) -> bool:
-    """Store a capture once per workspace; True when it is new here."""
-    return tx.execute(
-        "INSERT INTO captures (workspace_id, capture_id, content, created_at) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT DO NOTHING", (tx.require_workspace(), capture_id, content, at),
-    ) == 1
+class Recorded(NamedTuple):
+    """What :func:`insert_record` wrote."""
+
+    #: The record's number in its session.
+    seq: int
+    #: The session's first record of the same capture, which this one repeats (an identical result is a
+    #: repeat, not new evidence), or None.
+    repeat_of: int | None
+    #: Whether the capture was new in the workspace (it is stored once per workspace).
+    new_capture: bool
+    #: With a reservation to consume: the budget left (see :func:`consume`), or None when it was no longer
+    #: running and nothing was consumed.
+    budget_left: int | None = None
 
 
-def insert_record(tx: Tx, session_id: int, *, capture_id: str, request: dict[str, Any], principal_id: int,
-                  actor: str, at: str, enrichment_revision: int | None = None) -> tuple[int, int | None]:
-    """Append the session's next evidence record; its number, and the session's first record of the same
-    capture that it repeats (an identical result is a repeat, not new evidence), or None."""
+_INSERT_CAPTURE = ("INSERT INTO captures (workspace_id, capture_id, content, created_at) VALUES (?, ?, ?, ?) "
+                   "ON CONFLICT DO NOTHING")
+#: The next record: its number after the last one (found through the primary key), the capture's first record
+#: as the one it repeats (through evidence_records_capture: the GROUP BY keeps both engines' planners from
+#: walking the primary key in seq order instead, through every record of a new capture's session).
+_INSERT_RECORD = (
+    "INSERT INTO evidence_records (workspace_id, session_id, seq, capture_id, request_kind, request, principal_id, "
+    "actor, repeat_of, created_at, enrichment_revision) VALUES (?, ?, "
+    "coalesce((SELECT seq FROM evidence_records WHERE workspace_id = ? AND session_id = ? ORDER BY seq DESC LIMIT 1), "
+    "0) + 1, ?, ?, ?, ?, ?, "
+    "(SELECT min(seq) FROM evidence_records WHERE workspace_id = ? AND session_id = ? AND capture_id = ? "
+    " GROUP BY capture_id), ?, ?) RETURNING seq, repeat_of"
+)
+
+
+def insert_record(tx: Tx, session_id: int, *, capture_id: str, content: str, request: dict[str, Any],
+                  principal_id: int, actor: str, at: str, enrichment_revision: int | None = None,
+                  consuming: int | None = None) -> Recorded:
+    """Store the capture (once per workspace) and append the session's next evidence record of it; with
+    ``consuming``, consume that reservation too (:func:`consume`)."""
     workspace = tx.require_workspace()
-    row = tx.one(
-        "INSERT INTO evidence_records (workspace_id, session_id, seq, capture_id, request_kind, request, principal_id, "
-        "actor, repeat_of, created_at, enrichment_revision) "
-        "SELECT ?, ?, coalesce(max(seq), 0) + 1, ?, ?, ?, ?, ?, min(CASE WHEN capture_id = ? THEN seq END), ?, ? "
-        "FROM evidence_records WHERE workspace_id = ? AND session_id = ? RETURNING seq, repeat_of",
-        (workspace, session_id, capture_id, request["kind"], canonical_json(request), principal_id, actor, capture_id,
-         at, enrichment_revision, workspace, session_id),
-    )
+    capture = (workspace, capture_id, content, at)
+    record = (workspace, session_id, workspace, session_id, capture_id, request["kind"], canonical_json(request),
+              principal_id, actor, workspace, session_id, capture_id, at, enrichment_revision)
+    if tx.dialect == "postgresql":  # one statement, one round trip (foreign keys are checked at its end)
+        parts = [f"stored AS ({_INSERT_CAPTURE} RETURNING 1)", f"record AS ({_INSERT_RECORD})"]
+        params, budget_left = [*capture, *record], "NULL"
+        if consuming is not None:  # the statement's snapshot still sees the reservation running: _LEFT leaves it out
+            parts += [f"settled AS ({_SETTLE} RETURNING id)",
+                      f"used AS ({_USE} AND EXISTS (SELECT 1 FROM settled) {_LEFT})"]
+            params += [*_settle_params(tx, consuming, at), *_use_params(tx, session_id, consuming, at)]
+            budget_left = "(SELECT budget_left FROM used)"
+        row = tx.one(f"WITH {', '.join(parts)} SELECT seq, repeat_of, EXISTS (SELECT 1 FROM stored) AS new_capture, "
+                     f"{budget_left} AS budget_left FROM record", params)
+    else:
+        left = None if consuming is None else consume(tx, session_id, consuming, at=at)
+        new_capture = tx.execute(_INSERT_CAPTURE, capture) == 1
+        row = tx.one(_INSERT_RECORD, record)
+        assert row is not None
+        row.update(new_capture=new_capture, budget_left=left)
     assert row is not None
-    return int(row["seq"]), None if row["repeat_of"] is None else int(row["repeat_of"])
+    return Recorded(int(row["seq"]), None if row["repeat_of"] is None else int(row["repeat_of"]),
+                    bool(row["new_capture"]), None if row["budget_left"] is None else int(row["budget_left"]))
 
 
 def records(tx: Tx, session_id: int, *, latest: int | None = None) -> list[Row]:

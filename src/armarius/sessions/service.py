@@ -3,7 +3,8 @@
 The controller (:meth:`SessionService.query`) runs one project query inside a session in three steps:
 
 1. **Reserve** (one transaction): the session is the caller's, open, and has budget left; one unit
-   is reserved for this query (or the unit a failed source left held is taken up again).
+   is reserved for this query (or the unit a failed source left held is taken up again). Its commit
+   is synchronous, like every other: the reservation is durable before the query runs.
 2. **Run**: the research service answers and builds the capture; nothing is written by it. The
    capture file, a mirror of the store, is written under the session's folder (content-addressed,
    so writing it again is harmless).
@@ -180,12 +181,7 @@ class SessionService:
             row = self._queryable(tx, actor, session_id)
             if enrich_first and row["inputs_revision"] > row["enriched_revision"] and self._enrichment_configured:
                 raise _EnrichmentPending
-            live, released = self._release_interrupted(tx, actor, session_id, now)
-            if not released:
-                # Then losing this commit to a database crash loses only the reservation, and the evidence
-                # commit that depends on it is synchronous, so it makes this one durable first. (A release
-                # appends an audit event, which an anchor may record: that commit stays synchronous.)
-                tx.defer_flush()
+            live = self._release_interrupted(tx, actor, session_id, now)
             lease = iso_utc(now + self._lease())
             held = next((reservation["id"] for reservation in live if reservation["state"] == Reservation.HELD), None)
             if held is not None:  # the unit a failed source left held is the retry's
@@ -200,9 +196,10 @@ class SessionService:
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             at = iso_utc(self.clock())
             row = self._row(tx, session_id, lock=True)
-            if not queries.settle(tx, reservation, to=Reservation.CONSUMED, at=at):
-                # Given back meanwhile: the session closed, or the query outlived its lease. In the second case
-                # the answer still counts if the budget has room for it.
+            seq, repeat_of, left = _record_answer(tx, actor, session_id, answer, at, consuming=reservation)
+            if left is None:
+                # Given back meanwhile: the session closed, or the query outlived its lease (a refusal rolls back
+                # the record too). In the second case the answer still counts if the budget has room for it.
                 if row["status"] == Status.CLOSED:
                     raise refusals.closed(session_id)
                 live = len(queries.live_reservations(tx, session_id))
@@ -211,9 +208,7 @@ class SessionService:
                 if not queries.settle(tx, reservation, to=Reservation.CONSUMED, at=at, only_from=Reservation.RELEASED):
                     queries.insert_reservation(tx, session_id, actor=actor.audit_name, holder=current_holder(),
                                                lease_until=at, at=at, state=Reservation.CONSUMED)
-            seq, repeat_of = _record_answer(tx, actor, session_id, answer, at)
-            queries.update_session(tx, session_id, at=at, used=row["used"] + 1, invalid_streak=0)
-            left = row["budget"] - row["used"] - 1 - len(queries.live_reservations(tx, session_id))
+                left = queries.count_use(tx, session_id, at=at)
         return {"session": session_id, "evidence": seq, "repeat_of": repeat_of, "budget_left": left, **answer.view()}
 
     def _count_invalid(self, actor: Actor, session_id: int, refusal: ArmariusError,
@@ -537,10 +532,8 @@ class SessionService:
                 if queries.session(tx, session_id, lock=True) is not None:
                     self._release_interrupted(tx, actor, session_id, now)
 
-    def _release_interrupted(self, tx: Tx, actor: Actor, session_id: int, now: datetime
-                             ) -> tuple[list[Row], list[int]]:
-        """Release the running reservations whose holder is gone; the live reservations that remain, and
-        the ids released."""
+    def _release_interrupted(self, tx: Tx, actor: Actor, session_id: int, now: datetime) -> list[Row]:
+        """Release the running reservations whose holder is gone; the live reservations that remain."""
         at, live, released = iso_utc(now), [], []
         for reservation in queries.live_reservations(tx, session_id):
             if (reservation["state"] == Reservation.RESERVED and _interrupted(reservation, now)
@@ -551,7 +544,7 @@ class SessionService:
         if released:
             audit.append(tx, actor=actor.audit_name, action="session.reservations_released", subject=str(session_id),
                          details={"session": session_id, "reservations": released, "why": "interrupted"})
-        return live, released
+        return live
 
     def _view(self, tx: Tx, row: Row) -> dict[str, Any]:
         session_id = row["id"]
@@ -575,6 +568,26 @@ class SessionService:
         view["next_step"] = views.next_step(row)
         return view
 
+    # For other features' checks inside their own transaction (a repair's proposal and decision) ------------
+
+    def check_open(self, actor: Actor, session_id: int, *, within: Tx) -> dict[str, Any]:
+        """The caller's own open session, locked in the caller's transaction ``within`` (of the actor's
+        workspace) until it ends; refused as a query in it would be (not_found, session_closed, session_blocked)."""
+        return _owner_state(self._queryable(within, actor, session_id))
+
+    def state(self, actor: Actor, session_id: int, *, within: Tx) -> dict[str, Any]:
+        """A session's id, subject, owner and status, locked in the caller's transaction ``within`` (of the
+        actor's workspace) until it ends; not_found for a caller who may not read the session."""
+        row = self._row(within, session_id, lock=True)
+        if row["owner_id"] != actor.principal_id and not actor.can(Permission.SESSIONS_MANAGE):
+            raise refusals.not_found(session_id)
+        return _owner_state(row)
+
+
+def _owner_state(row: Row) -> dict[str, Any]:
+    return {"session": row["id"], "subject": row["subject"], "owner_id": row["owner_id"], "owner": row["owner"],
+            "status": row["status"]}
+
 
 class _EnrichmentPending(Exception):
     """The session's newest inputs are not enriched yet (raised before a reservation is taken)."""
@@ -590,14 +603,15 @@ def _transition(tx: Tx, actor: Actor, session_id: int, event: Event, *, status: 
 
 
 def _record_answer(tx: Tx, actor: Actor, session_id: int, answer: Answer, at: str, *,
-                   enrichment: int | None = None) -> tuple[int, int | None]:
+                   enrichment: int | None = None, consuming: int | None = None) -> tuple[int, int | None, int | None]:
     """Store an answer's capture (once per workspace), append its evidence record and the research.query
-    audit event; the record's number and the earlier record it repeats."""
+    audit event, consuming the reservation ``consuming`` (if any); the record's number, the earlier record
+    it repeats, and the budget left (None when the reservation was no longer running: nothing consumed)."""
     capture = answer.capture
-    new = queries.insert_capture(tx, capture.id, capture.content.decode("utf-8"), at=at)
-    seq, repeat_of = queries.insert_record(tx, session_id, capture_id=capture.id, request=answer.request,
-                                           principal_id=actor.principal_id, actor=actor.audit_name, at=at,
-                                           enrichment_revision=enrichment)
+    seq, repeat_of, new, left = queries.insert_record(
+        tx, session_id, capture_id=capture.id, content=capture.content.decode("utf-8"), request=answer.request,
+        principal_id=actor.principal_id, actor=actor.audit_name, at=at, enrichment_revision=enrichment,
+        consuming=consuming)
     details: dict[str, Any] = {"session": session_id, "kind": answer.kind, "capture": capture.id, "evidence": seq,
                                **_pin(answer), "new": new}
     if repeat_of is not None:
@@ -606,7 +620,7 @@ def _record_answer(tx: Tx, actor: Actor, session_id: int, answer: Answer, at: st
         details["enrichment"] = enrichment
     audit.append(tx, actor=actor.audit_name, action="research.query", subject=_answer_subject(answer),
                  details=details)
-    return seq, repeat_of
+    return seq, repeat_of, left
 
 
 def _pin(answer: Answer) -> dict[str, Any]:

@@ -9,7 +9,8 @@ side by side here:
   query modules' job: every statement on a workspace table filters by ``tx.workspace_id``.
 * PostgreSQL: a connection pool of the application role, which owns no tables; each
   transaction sets ``armarius.workspace_id`` with ``set_config(..., true)`` and the
-  row-level security policies (with FORCE) do the rest.
+  row-level security policies (with FORCE) do the rest. The connections are in autocommit
+  mode and each transaction is begun explicitly, together with that setting, in one round trip.
 """
 
 from __future__ import annotations
@@ -81,16 +82,6 @@ class Tx:
             return False
         self.execute("SELECT pg_advisory_xact_lock(?::integer, ?::integer)", (topic, self.require_workspace()))
         return True
-
-    def defer_flush(self) -> None:
-        """Let this transaction's commit return before its WAL reaches the disk (PostgreSQL).
-
-        Only for a transaction whose loss in a database crash is harmless: a later synchronous commit
-        flushes it first, so anything that depends on it is durable with it. SQLite in WAL mode with
-        ``synchronous=NORMAL`` already commits without a sync; with ``full`` it stays synchronous.
-        """
-        if self.dialect == "postgresql":
-            self.execute("SET LOCAL synchronous_commit TO OFF")
 
     def execute(self, sql: str, params: Params = ()) -> int:
         """Run one statement; returns the number of rows it changed."""
@@ -237,7 +228,8 @@ class PostgresDatabase(Database):
             url,
             min_size=1,
             max_size=max_connections,
-            kwargs={"row_factory": dict_row, "autocommit": False},
+            # Transactions are begun explicitly (see transaction()); commit() and rollback() still end them.
+            kwargs={"row_factory": dict_row, "autocommit": True},
             open=False,
             timeout=connect_timeout,
         )
@@ -257,12 +249,19 @@ class PostgresDatabase(Database):
                 raise StorageUnavailable("PostgreSQL cannot be reached; try again in a moment.") from exc
             del write  # no global write lock: check-then-write sequences lock the rows they check
             tx = Tx("postgresql", stack.enter_context(connection.cursor()), workspace_id)
-            if workspace_id is not None:
-                tx.execute("SELECT set_config('armarius.workspace_id', ?, true)", (str(workspace_id),))
+            tx.execute(_begin(workspace_id))
             yield tx
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _begin(workspace_id: int | None) -> str:
+    """Begin a transaction scoped to a workspace, in one round trip: two statements in one query string,
+    which carries no bound parameters, so the id (an int) is written into it."""
+    if workspace_id is None:
+        return "BEGIN"
+    return f"BEGIN; SELECT set_config('armarius.workspace_id', '{int(workspace_id)}', true)"
 
 
 def open_database(database_url: str | None, sqlite_path: Path, *, sqlite_synchronous: str = "normal") -> Database:

@@ -1,0 +1,1 @@
+"""Evidence units: local, editable evidence documents kept as canonical files, reviewed and activated by humans."""
