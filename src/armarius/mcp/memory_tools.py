@@ -69,7 +69,9 @@ TOOLS = [
         description=(
             "Search memory by words (ranked full-text; query syntax is not interpreted). Returns slug, title, "
             "a snippet with **matches**, revision and whether a human curated it. All words must match; if "
-            "nothing does, entries matching any word are returned (match: 'any'). read(slug) gives the full text."
+            "nothing does, entries matching any word are returned (match: 'any'). read(slug) gives the full text. "
+            "Active evidence units (documents a human reviewed and activated) that match are listed apart under "
+            "'evidence', each marked kind: 'evidence'."
         ),
         handler=_recall,
         permission=Permission.MEMORY_READ,
