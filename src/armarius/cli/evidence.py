@@ -12,39 +12,19 @@ service's answer unchanged.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 
-from armarius.app import Armarius, open_app
-from armarius.auth.model import Actor
 from armarius.cli.context import NUMBER, CliContext, format_table, pass_cli
-from armarius.cli.human import human_actor, human_options
+from armarius.cli.human import acting_human, human_options, with_reveal_note
 from armarius.evidence.service import LIST_MAX
-from armarius.textview import REVEAL_NOTE, reveal, short_fingerprint
+from armarius.textview import reveal, short_fingerprint
 
 _STATUSES = ("edited", "reviewed", "active")
 
 
-@contextmanager
-def _acting(cli: CliContext, workspace: str, principal: str, password: str | None
-            ) -> Iterator[tuple[Armarius, Actor]]:
-    """The application (without research sources: none is needed, and a missing one must not stop a human)
-    and the authenticated human acting in it."""
-    app = open_app(replace(cli.settings, research_config=None))
-    try:
-        yield app, human_actor(cli, app, principal, password, workspace)
-    finally:
-        app.close()
-
-
-def _with_note(text: str, *shown: str) -> str:
-    """The text, and the markers' explanation when anything in ``shown`` needed one."""
-    return text + (f"\n\n{REVEAL_NOTE}" if any(reveal(part) != part for part in shown) else "")
 
 
 def _body(body: str | None, body_file: str | None) -> str | None:
@@ -91,7 +71,7 @@ def evidence() -> None:
 def evidence_list(cli: CliContext, status: str | None, after: str | None, limit: int, workspace: str, principal: str,
                   password: str | None) -> None:
     """Units in name order: state, latest, reviewed and active revision."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         page = app.evidence.list_units(actor, status=status, after=after, limit=limit)
     units = page["units"]
     rows = [(u["unit"], u["status"], u["revision"], u["reviewed_revision"] or "", u["active_revision"] or "",
@@ -101,7 +81,7 @@ def evidence_list(cli: CliContext, status: str | None, after: str | None, limit:
         text += "\nMore units follow: " + cli.command_line(
             "evidence", "list", *(["--status", status] if status else []), "--after", page["next_after"],
             "--limit", str(limit), "--workspace", workspace, "--as", principal)
-    cli.emit(page, text=_with_note(text, *(u["title"] for u in units)))
+    cli.emit(page, text=with_reveal_note(text, *(u["title"] for u in units)))
 
 
 @evidence.command("show")
@@ -112,7 +92,7 @@ def evidence_list(cli: CliContext, status: str | None, after: str | None, limit:
 def evidence_show(cli: CliContext, name: str, revision: int | None, workspace: str, principal: str,
                   password: str | None) -> None:
     """A unit in full: its state, provenance, lineage, revisions, and whether its file holds the latest revision."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         view = app.evidence.show(actor, name, revision)
     file_says = {"matches": f"holds revision {view['current_revision']}",
                  "differs": f"differs from revision {view['current_revision']} (changed outside Armarius)",
@@ -138,7 +118,7 @@ def evidence_show(cli: CliContext, name: str, revision: int | None, workspace: s
             "evidence", "restore", view["unit"], "--workspace", workspace, "--as", principal))
     elif view["revision"] == view["current_revision"]:
         lines.append(_next(cli, view, workspace, principal))
-    cli.emit(view, text=_with_note("\n".join(lines), view["title"], view["body"],
+    cli.emit(view, text=with_reveal_note("\n".join(lines), view["title"], view["body"],
                                    *(r["reason"] or "" for r in view["revisions"])))
 
 
@@ -156,7 +136,7 @@ def evidence_create(cli: CliContext, name: str, title: str, body: str | None, bo
     text = _body(body, body_file)
     if text is None:
         raise click.UsageError("give the body: --body or --body-file")
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         result = app.evidence.create(actor, name, title, text, reason)
     cli.emit(result, text=f"{name} revision 1 is written to {result['path']}.\n"
                           + _next(cli, result, workspace, principal))
@@ -176,7 +156,7 @@ def evidence_from_capture(cli: CliContext, name: str, session_id: int, captures:
     """Make a unit of a session's captures: its provenance is their ids, its body each capture in full
     (edit it from there). Read from the session's capture files, checked against their ids: nothing is
     fetched again."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         result = app.evidence.from_capture(actor, name, session_id, list(captures) or None, title=title,
                                            reason=reason)
     cli.emit(result, text=f"{name} revision 1 is written to {result['path']} from session {session_id}'s "
@@ -198,7 +178,7 @@ def evidence_edit(cli: CliContext, name: str, expected_revision: int, title: str
     """Make the next revision (edited): from the unit's file as you changed it in your editor, or from
     --body/--body-file. Provenance stays; lineage grows."""
     text = _body(body, body_file)
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         result = app.evidence.edit(actor, name, expected_revision, title=title, body=text, reason=reason)
     if not result["changed"]:
         cli.emit(result, text=f"{name} is unchanged at revision {result['revision']}.")
@@ -215,7 +195,7 @@ def evidence_edit(cli: CliContext, name: str, expected_revision: int, title: str
 def evidence_review(cli: CliContext, name: str, revision: int, workspace: str, principal: str,
                     password: str | None) -> None:
     """Mark the revision you read as reviewed (its file must still hold it)."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         result = app.evidence.review(actor, name, revision)
     said = "is reviewed" if result["changed"] else f"was {result['status']} already"
     cli.emit(result, text=f"{name} revision {revision} {said}.\n" + _next(cli, result, workspace, principal))
@@ -230,7 +210,7 @@ def evidence_activate(cli: CliContext, name: str, revision: int, workspace: str,
                       password: str | None) -> None:
     """Index the reviewed revision into what recall searches (administrators; its file must still hold it).
     Nothing is fetched: the revision comes from the store."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         result = app.evidence.activate(actor, name, revision)
     cli.emit(result, text=f"{name} revision {revision} {'is active' if result['changed'] else 'was active already'}"
                           f" (fingerprint {short_fingerprint(result['fingerprint'])}): recall finds it.")
@@ -242,7 +222,7 @@ def evidence_activate(cli: CliContext, name: str, revision: int, workspace: str,
 @pass_cli
 def evidence_restore(cli: CliContext, name: str, workspace: str, principal: str, password: str | None) -> None:
     """Write the unit's file again from its latest revision in the store (when it is missing or differs)."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         result = app.evidence.restore(actor, name)
     was = "was missing" if result.get("was") == "missing" else f"differed from revision {result['revision']}"
     cli.emit(result, text=(f"{result['path']} {was}; it holds it again." if result["restored"]

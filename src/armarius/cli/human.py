@@ -14,14 +14,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import click
 
-from armarius.app import Armarius
+from armarius.app import Armarius, open_app
 from armarius.auth.model import Actor
 from armarius.cli.context import CliContext
 from armarius.errors import NotFound, Unauthenticated, echo
+from armarius.textview import REVEAL_NOTE, reveal
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -64,8 +66,17 @@ def _terminal_available() -> bool:
 
 
 @contextmanager
-def acting_human(cli: CliContext, workspace: str, principal: str, password: str | None
+def acting_human(cli: CliContext, workspace: str, principal: str, password: str | None, *, research: bool = False
                  ) -> Iterator[tuple[Armarius, Actor]]:
-    """The opened application and the authenticated human acting in it."""
-    with cli.app() as app:
+    """The application and the authenticated human acting in it. Opened without research sources unless
+    the command queries them (``research``): a missing repository must not stop a human from reviewing."""
+    app = open_app(cli.settings if research else replace(cli.settings, research_config=None))
+    try:
         yield app, human_actor(cli, app, principal, password, workspace)
+    finally:
+        app.close()
+
+
+def with_reveal_note(text: str, *shown: str) -> str:
+    """The text, and the markers' explanation when anything in ``shown`` needed one."""
+    return text + (f"\n\n{REVEAL_NOTE}" if any(reveal(part) != part for part in shown) else "")

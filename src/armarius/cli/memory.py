@@ -12,19 +12,15 @@ from typing import Any
 import click
 
 from armarius.cli.context import NUMBER, CliContext, format_table, pass_cli
-from armarius.cli.human import acting_human, human_options
+from armarius.cli.human import acting_human, human_options, with_reveal_note
 from armarius.memory.service import LIST_MAX, RECALL_MAX
-from armarius.textview import REVEAL_NOTE, reveal
+from armarius.textview import reveal
 
 
 @click.group()
 def memory() -> None:
     """Find, read and curate entries; review and revert agents' overrides."""
 
-
-def _with_note(text: str, *shown: str) -> str:
-    """The text, and the markers' explanation when anything in ``shown`` needed one."""
-    return text + (f"\n\n{REVEAL_NOTE}" if any(reveal(part) != part for part in shown) else "")
 
 
 @memory.command("list")
@@ -50,7 +46,7 @@ def memory_list(cli: CliContext, prefix: str | None, tag: str | None, curated: b
         text += ("\nMore entries follow: " + cli.command_line(
             "memory", "list", *_list_filters(prefix, tag, curated, needs_review), "--after", page["next_after"],
             "--limit", str(limit), "--workspace", workspace, "--as", principal))
-    cli.emit(page, text=_with_note(text, *(e["title"] for e in entries)))
+    cli.emit(page, text=with_reveal_note(text, *(e["title"] for e in entries)))
 
 
 def _list_filters(prefix: str | None, tag: str | None, curated: bool | None, needs_review: bool) -> list[str]:
@@ -82,7 +78,7 @@ def memory_search(cli: CliContext, words: tuple[str, ...], tags: tuple[str, ...]
         curated = "curated" if hit["curated"] else "not curated"
         lines += ["", f"{hit['slug']}  (revision {hit['revision']}, {curated})", f"  {reveal(hit['title'])}",
                   f"  {reveal(hit['snippet'])}"]
-    cli.emit(found, text=_with_note("\n".join(lines), *(h["title"] + h["snippet"] for h in results)))
+    cli.emit(found, text=with_reveal_note("\n".join(lines), *(h["title"] + h["snippet"] for h in results)))
 
 
 @memory.command("show")
@@ -108,7 +104,7 @@ def memory_show(cli: CliContext, slug: str, revision: int | None, workspace: str
     for label, key in (("Links", "links"), ("Broken links", "broken_links"), ("Linked from", "backlinks")):
         if entry[key]:
             lines.append(f"{label}: {', '.join(entry[key])}")
-    cli.emit(entry, text=_with_note("\n".join(lines), entry["title"], entry["body"]))
+    cli.emit(entry, text=with_reveal_note("\n".join(lines), entry["title"], entry["body"]))
 
 
 @memory.command("history")
@@ -122,7 +118,7 @@ def memory_history(cli: CliContext, slug: str, workspace: str, principal: str, p
     revisions = history["revisions"]
     rows = [(r["revision"], r["at"], r["author"], "override" if r["overrode_curated"] else "",
              reveal(r["reason"] or "")) for r in revisions]
-    cli.emit(history, text=_with_note(format_table([("REV", "AT", "AUTHOR", "", "REASON"), *rows]),
+    cli.emit(history, text=with_reveal_note(format_table([("REV", "AT", "AUTHOR", "", "REASON"), *rows]),
                                       *(r["reason"] or "" for r in revisions)))
 
 
@@ -184,7 +180,8 @@ def memory_needs_review(cli: CliContext, workspace: str, principal: str, passwor
     for item in listing:
         shown += [item["title"], item["diff"], *(o["reason"] or "" for o in item["overrides"])]
         lines += _review_item(cli, item, workspace, principal)
-    cli.emit(listing, text=_with_note("\n".join(lines).rstrip("\n"), *shown) if lines else "Nothing needs review.")
+    text = with_reveal_note("\n".join(lines).rstrip("\n"), *shown) if lines else "Nothing needs review."
+    cli.emit(listing, text=text)
 
 
 def _review_item(cli: CliContext, item: dict[str, Any], workspace: str, principal: str) -> list[str]:

@@ -14,38 +14,19 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any
 
 import click
 
-from armarius.app import Armarius, open_app
-from armarius.auth.model import Actor
 from armarius.cli.context import NUMBER, CliContext, format_table, pass_cli
-from armarius.cli.human import human_actor, human_options
+from armarius.cli.human import acting_human, human_options, with_reveal_note
 from armarius.repairs.model import Status, TargetKind
-from armarius.textview import REVEAL_NOTE, reveal
+from armarius.textview import reveal
 
 #: How much of a conflict a listing shows (`repair-show` prints all of it).
 CONFLICT_SHOWN = 60
 
 
-@contextmanager
-def _acting(cli: CliContext, workspace: str, principal: str, password: str | None
-            ) -> Iterator[tuple[Armarius, Actor]]:
-    """The application (without research sources: no repair queries one) and the authenticated human."""
-    app = open_app(replace(cli.settings, research_config=None))
-    try:
-        yield app, human_actor(cli, app, principal, password, workspace)
-    finally:
-        app.close()
-
-
-def _with_note(text: str, *shown: str) -> str:
-    """The text, and the markers' explanation when anything in ``shown`` needed one."""
-    return text + (f"\n\n{REVEAL_NOTE}" if any(reveal(part) != part for part in shown) else "")
 
 
 def _cut(text: str) -> str:
@@ -122,7 +103,7 @@ def _repair_text(cli: CliContext, view: dict[str, Any], workspace: str, principa
                                                           "--comment", "WHAT TO CHANGE", *acting)]
     elif view["status"] in (Status.APPLYING, Status.PENDING_ACTIVATION) or view["pending_operations"]:
         lines += ["", "Go on: " + cli.command_line("memory", "repair-retry", repair, *acting)]
-    return _with_note("\n".join(lines), *shown)
+    return with_reveal_note("\n".join(lines), *shown)
 
 
 @click.command("repair-target")
@@ -134,10 +115,10 @@ def _repair_text(cli: CliContext, view: dict[str, Any], workspace: str, principa
 def repair_target(cli: CliContext, name: str, session_id: int, kind: str, workspace: str, principal: str,
                   password: str | None) -> None:
     """The complete current content and revision of an entry or evidence unit, to prepare a repair against."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         current = app.repairs.target(actor, session_id, kind, name)
     lines = [f"{kind} {name} at revision {current['revision']}", *(reveal(line) for line in _content(current))]
-    cli.emit(current, text=_with_note("\n".join(lines), current["title"], current["body"]))
+    cli.emit(current, text=with_reveal_note("\n".join(lines), current["title"], current["body"]))
 
 
 @click.command("repair-prepare")
@@ -156,7 +137,7 @@ def repair_prepare(cli: CliContext, session_id: int, conflict: str, alternatives
     except json.JSONDecodeError as error:
         raise click.BadParameter(f"not JSON: {error.msg} (line {error.lineno})", param_hint="--alternatives"
                                  ) from None
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         view = app.repairs.prepare(actor, session_id, conflict, alternatives)
     cli.emit(view, text=f"Repair {view['repair']} proposed in session {session_id} with "
                         f"{len(view['alternatives'])} alternatives: " + cli.command_line(
@@ -171,7 +152,7 @@ def repair_prepare(cli: CliContext, session_id: int, conflict: str, alternatives
 def repair_show(cli: CliContext, repair_id: int, workspace: str, principal: str, password: str | None) -> None:
     """A repair in full: the conflict, each alternative's diff and complete result, the decision, the history.
     Checks the target again first (a saved correction changed since is superseded)."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         view = app.repairs.show(actor, repair_id)
     cli.emit(view, text=_repair_text(cli, view, workspace, principal))
 
@@ -184,12 +165,12 @@ def repair_show(cli: CliContext, repair_id: int, workspace: str, principal: str,
 def repairs_list(cli: CliContext, session_id: int | None, status: str | None, workspace: str, principal: str,
                  password: str | None) -> None:
     """Repair receipts, newest first (conflicts cut short; `repair-show ID` prints one in full)."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         listing = app.repairs.list_repairs(actor, session=session_id, status=status)
     rows = [(r["repair"], r["session"], _status(r), r["chosen_option"] or "", r["applied_revision"] or "",
              reveal(r["proposer"]), r["updated_at"], _cut(r["conflict"])) for r in listing]
     text = format_table([("ID", "SESSION", "STATUS", "OPTION", "REVISION", "PROPOSER", "UPDATED", "CONFLICT"), *rows])
-    cli.emit(listing, text=_with_note(text, *(r["conflict"] for r in listing)))
+    cli.emit(listing, text=with_reveal_note(text, *(r["conflict"] for r in listing)))
 
 
 @click.command("repair-apply")
@@ -204,7 +185,7 @@ def repairs_list(cli: CliContext, session_id: int | None, status: str | None, wo
 def repair_apply(cli: CliContext, repair_id: int, option: str, take_over: bool, continue_pending: bool,
                  workspace: str, principal: str, password: str | None) -> None:
     """Apply the option you chose (administrators: memory.manage for entries, evidence.manage for units)."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         view = app.repairs.apply(actor, repair_id, option, take_over=take_over, continue_pending=continue_pending)
     cli.emit(view, text=f"Repair {repair_id}: {_status(view)}. {view['outcome']}")
 
@@ -218,7 +199,7 @@ def repair_apply(cli: CliContext, repair_id: int, option: str, take_over: bool, 
 def repair_reject(cli: CliContext, repair_id: int, reformulate: bool, comment: str | None, workspace: str,
                   principal: str, password: str | None) -> None:
     """Reject every alternative, or ask for a reformulation with a comment. Nothing in the archive changes."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         view = app.repairs.reject(actor, repair_id, comment, reformulate=reformulate)
     cli.emit(view, text=f"Repair {repair_id}: {_status(view)}. {view['outcome']}")
 
@@ -231,7 +212,7 @@ def repair_reject(cli: CliContext, repair_id: int, reformulate: bool, comment: s
 def repair_retry(cli: CliContext, repair_id: int, continue_pending: bool, workspace: str, principal: str,
                  password: str | None) -> None:
     """Go on with an interrupted application from its receipt, and complete pending operations."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         view = app.repairs.retry(actor, repair_id, continue_pending=continue_pending)
     left = len(view["pending_operations"])
     cli.emit(view, text=f"Repair {repair_id}: {_status(view)}. {view['outcome']}" + (

@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import replace
+from contextlib import ExitStack
 from typing import Any
 
 import click
 
-from armarius.app import Armarius, open_app
-from armarius.auth.model import Actor
 from armarius.cli.context import NUMBER, CliContext, format_table, pass_cli
-from armarius.cli.human import human_actor, human_options
+from armarius.cli.human import acting_human, human_options, with_reveal_note
 from armarius.errors import ConfigError
-from armarius.textview import REVEAL_NOTE, reveal
+from armarius.textview import reveal
 
 #: Exit code of `sessions verify` when it found a problem.
 PROBLEMS_FOUND = 1
@@ -32,21 +28,6 @@ PROBLEMS_FOUND = 1
 SUBJECT_SHOWN = 60
 
 
-@contextmanager
-def _acting(cli: CliContext, workspace: str, principal: str, password: str | None, *, research: bool = False
-            ) -> Iterator[tuple[Armarius, Actor]]:
-    """The application and the authenticated human acting in it. Opened without research sources unless
-    the command queries them (``research``): a missing repository must not stop a human from reviewing."""
-    app = open_app(cli.settings if research else replace(cli.settings, research_config=None))
-    try:
-        yield app, human_actor(cli, app, principal, password, workspace)
-    finally:
-        app.close()
-
-
-def _with_note(text: str, *shown: str) -> str:
-    """The text, and the markers' explanation when anything in ``shown`` needed one."""
-    return text + (f"\n\n{REVEAL_NOTE}" if any(reveal(part) != part for part in shown) else "")
 
 
 def _compact(value: Any) -> str:
@@ -84,12 +65,12 @@ def sessions() -> None:
 def sessions_list(cli: CliContext, status: str | None, mine: bool, workspace: str, principal: str,
                   password: str | None) -> None:
     """Sessions, newest first (subjects cut short; `sessions show ID` prints one in full)."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         listing = app.sessions.list_sessions(actor, status=status, everyone=not mine)
     rows = [(s["session"], _status(s), reveal(s["owner"]), f"{s['budget']['used']}/{s['budget']['total']}",
              s["updated_at"], _cut(s["subject"])) for s in listing]
     text = format_table([("ID", "STATUS", "OWNER", "BUDGET", "UPDATED", "SUBJECT"), *rows])
-    cli.emit(listing, text=_with_note(text, *(s["subject"] for s in listing)))
+    cli.emit(listing, text=with_reveal_note(text, *(s["subject"] for s in listing)))
 
 
 @sessions.command("show")
@@ -100,7 +81,7 @@ def sessions_list(cli: CliContext, status: str | None, mine: bool, workspace: st
 def sessions_show(cli: CliContext, session_id: int, with_facts: bool, workspace: str, principal: str,
                   password: str | None) -> None:
     """A session in full: its state, budget, every checkpoint and every evidence record."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         history = app.sessions.history(actor, session_id)
     evidence = history["evidence"]
     lines = [
@@ -135,7 +116,7 @@ def sessions_show(cli: CliContext, session_id: int, with_facts: bool, workspace:
                      fact["capture"] or "", fact["pointer"] or "") for fact, stated in zip(facts, objects, strict=True)]
             lines += ["", f"Facts of input revision {revision}:", format_table(
                 [("SEQ", "KIND", "SUBJECT", "PREDICATE", "OBJECT", "CAPTURE", "POINTER"), *rows])]
-    cli.emit(history, text=_with_note("\n".join(lines), *shown))
+    cli.emit(history, text=with_reveal_note("\n".join(lines), *shown))
 
 
 def _input(text: str) -> dict[str, Any]:
@@ -156,7 +137,7 @@ def sessions_enrich(cli: CliContext, session_id: int, inputs: tuple[str, ...], w
                     password: str | None) -> None:
     """Give a session a new revision of its inputs and resolve them into facts (earlier revisions stay)."""
     wanted = [_input(text) for text in inputs]
-    with _acting(cli, workspace, principal, password, research=True) as (app, actor):
+    with acting_human(cli, workspace, principal, password, research=True) as (app, actor):
         view = app.sessions.enrich(actor, session_id, wanted)
     facts = view.get("facts", {})
     cli.emit(view, text=f"Session {session_id}: {_status(view)}; facts of input revision "
@@ -177,9 +158,9 @@ def sessions_resume(cli: CliContext, session_id: int, note: str | None, workspac
     before the agent's next query)."""
     with ExitStack() as stack:
         try:
-            app, actor = stack.enter_context(_acting(cli, workspace, principal, password, research=True))
+            app, actor = stack.enter_context(acting_human(cli, workspace, principal, password, research=True))
         except ConfigError:  # a source that cannot even be loaded: resume without it (enrichment waits)
-            app, actor = stack.enter_context(_acting(cli, workspace, principal, password))
+            app, actor = stack.enter_context(acting_human(cli, workspace, principal, password))
         view = app.sessions.resume(actor, session_id, note)
     cli.emit(view, text=f"Session {session_id} resumed: it is {view['status']} again "
                         f"(budget: {_budget(view['budget'])}).")
@@ -192,7 +173,7 @@ def sessions_resume(cli: CliContext, session_id: int, note: str | None, workspac
 def sessions_takeover(cli: CliContext, session_id: int, workspace: str, principal: str,
                       password: str | None) -> None:
     """Make another principal's session yours (administrators): what follows in it is recorded as yours."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         view = app.sessions.take_over(actor, session_id)
     cli.emit(view, text=f"Session {session_id} now belongs to {reveal(view['owner'])} ({_status(view)}).")
 
@@ -205,7 +186,7 @@ def sessions_takeover(cli: CliContext, session_id: int, workspace: str, principa
 def sessions_close(cli: CliContext, session_id: int, note: str | None, workspace: str, principal: str,
                    password: str | None) -> None:
     """Close a session: it takes no more queries; its evidence stays readable."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         view = app.sessions.close(actor, session_id, note)
     cli.emit(view, text=f"Session {session_id} is closed; its {view['evidence']['records']} evidence records "
                         "stay readable.")
@@ -219,7 +200,7 @@ def sessions_close(cli: CliContext, session_id: int, note: str | None, workspace
 def sessions_budget(cli: CliContext, session_id: int, budget: int, workspace: str, principal: str,
                     password: str | None) -> None:
     """Raise a session's budget to N actions in all (never lower)."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         view = app.sessions.raise_budget(actor, session_id, budget)
     cli.emit(view, text=f"Session {session_id}'s budget is now {view['budget']['total']} actions "
                         f"({_budget(view['budget'])}).")
@@ -266,7 +247,7 @@ def sessions_verify(cli: CliContext, session_id: int, workspace: str, principal:
       0  everything matches
       1  a problem was found (each is printed; with --json, under "problems")
     """
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         report = app.sessions.verify(actor, session_id)
     lines = [_problem_line(problem) for problem in report["problems"]]
     summary = (f"Session {session_id}: {report['evidence_records']} evidence records, {report['captures']} captures, "
@@ -287,7 +268,7 @@ def sessions_rebuild_files(cli: CliContext, session_id: int, workspace: str, pri
     """Write a session's missing or altered capture files again from the store (the store is the record).
 
     Files that no evidence record names are listed and left as they are."""
-    with _acting(cli, workspace, principal, password) as (app, actor):
+    with acting_human(cli, workspace, principal, password) as (app, actor):
         result = app.sessions.rebuild_files(actor, session_id)
     restored, extra = result["restored"], result["extra_files"]
     lines = [f"Restored {len(restored)} of {result['captures']} capture files in {result['folder']}"
