@@ -61,6 +61,57 @@ def proposals(tx: Tx, stored_status: str | None) -> list[Row]:
                   (tx.require_workspace(), stored_status))
 
 
+#: What a listing of proposals shows: a proposal without its text, and the state of its latest approval.
+_PROPOSAL_LISTING = (
+    "SELECT p.id, p.slug, p.title, p.fingerprint, p.proposed_by, p.status, p.decided_by, p.decided_at, "
+    "p.decision_note, p.created_at, a.id AS approval_id, a.outcome AS approval_outcome, "
+    "a.expires_at AS approval_expires_at, a.collected_at AS approval_collected_at "
+    "FROM draft_proposals p LEFT JOIN approvals a ON a.workspace_id = p.workspace_id AND a.id = "
+    "(SELECT max(l.id) FROM approvals l WHERE l.workspace_id = p.workspace_id AND l.proposal_id = p.id) "
+    "WHERE p.workspace_id = ?"
+)
+#: A proposal's state (steps.proposal_state) as a condition on its stored status and latest approval, at a time.
+_LIVE = "(a.outcome = 'issued' AND a.expires_at > ?)"
+_STATE_CONDITIONS = {
+    "pending": ("p.status = 'pending'", 0),
+    "rejected": ("p.status = 'rejected'", 0),
+    "approved": (f"p.status = 'approved' AND (a.outcome IS NULL OR {_LIVE})", 1),
+    "drafted": ("p.status = 'approved' AND a.outcome = 'consumed'", 0),
+    "expired": (f"p.status = 'approved' AND a.outcome <> 'consumed' AND NOT {_LIVE}", 1),
+}
+
+
+def proposals_page(tx: Tx, *, state: str | None, now: str, after: int | None, newest_first: bool, limit: int,
+                   contains: str | None) -> list[Row]:
+    """Proposals in one state at ``now`` (or all), by id (oldest or newest first), after the cursor id; without
+    their text."""
+    sql, params = _PROPOSAL_LISTING, list[Any]([tx.require_workspace()])
+    if state is not None:
+        condition, times = _STATE_CONDITIONS[state]
+        sql, params = f"{sql} AND {condition}", [*params, *[now] * times]
+    if contains:
+        sql = (f"{sql} AND ({_contains(tx, 'p.slug')} OR {_contains(tx, 'p.title')} "
+               f"OR {_contains(tx, 'p.proposed_by')})")
+        params += [contains.lower()] * 3
+    if after is not None:
+        sql, params = f"{sql} AND p.id {'<' if newest_first else '>'} ?", [*params, after]
+    return tx.all(f"{sql} ORDER BY p.id {'DESC' if newest_first else ''} LIMIT ?", (*params, limit))
+
+
+def pending_summary(tx: Tx) -> Row:
+    """How many proposals are pending (count) and when the oldest was filed (oldest_at), through
+    draft_proposals_status."""
+    row = tx.one("SELECT count(*) AS count, min(created_at) AS oldest_at FROM draft_proposals "
+                 "WHERE workspace_id = ? AND status = 'pending'", (tx.require_workspace(),))
+    assert row is not None
+    return row
+
+
+def _contains(tx: Tx, column: str) -> str:
+    """A condition: the column, lowercased, contains the (lowercased) parameter as it is (no pattern syntax)."""
+    return f"instr(lower({column}), ?) > 0" if tx.dialect == "sqlite" else f"strpos(lower({column}), ?) > 0"
+
+
 def proposal_with_approval(tx: Tx, proposal_id: int) -> Row | None:
     return tx.one(f"{_PROPOSAL_WITH_APPROVAL} AND p.id = ?", (tx.require_workspace(), proposal_id))
 

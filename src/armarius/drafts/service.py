@@ -65,6 +65,8 @@ from armarius.textview import short_fingerprint
 
 OPERATION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _DRAFTS_TOPIC = 3001
+#: The most proposals one page lists.
+PAGE_MAX = 200
 
 
 def _now() -> datetime:
@@ -136,6 +138,34 @@ class DraftService:
         now = self.clock()
         views = [_proposal_view(row, now) for row in rows]
         return [view for view in views if status is None or view["status"] == status]
+
+    def proposals_page(self, actor: Actor, *, status: str | None = "pending", after: int | None = None,
+                       limit: int = 50, newest_first: bool = False, q: str | None = None) -> dict[str, Any]:
+        """One page of the review queue: proposals in one state (as ``proposals`` names them) or all, by id
+        (oldest first, or ``newest_first``), each as ``proposal`` shows it but without its text. ``q``: only
+        proposals whose slug, title or proposer contains it (case-insensitive). ``next``: the ``after`` that gives
+        the next page (None: this is the last)."""
+        actor.require(Permission.MEMORY_READ)
+        if status is not None and status not in set(ProposalState):
+            raise InvalidInput(f"status is one of {', '.join(ProposalState)}.", field="status")
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= PAGE_MAX:
+            raise InvalidInput(f"limit is from 1 to {PAGE_MAX}.", field="limit")
+        if after is not None and (not isinstance(after, int) or isinstance(after, bool)):
+            raise InvalidInput("after is the last proposal of the previous page (its next).", field="after")
+        needle = _needle(q)
+        now = self.clock()
+        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            rows = queries.proposals_page(tx, state=status, now=iso_utc(now), after=after, newest_first=newest_first,
+                                          limit=limit + 1, contains=needle)
+        items = [_proposal_item(row, now) for row in rows[:limit]]
+        return {"items": items, "next": items[-1]["proposal"] if len(rows) > limit else None}
+
+    def pending_summary(self, actor: Actor) -> dict[str, Any]:
+        """How many proposals wait for a human and when the oldest was filed (None: none waits), counted in SQL."""
+        actor.require(Permission.MEMORY_READ)
+        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            row = queries.pending_summary(tx)
+        return {"count": int(row["count"]), "oldest_at": row["oldest_at"]}
 
     def proposal_status(self, actor: Actor, proposal_id: int, collection_key: str | None = None) -> dict[str, Any]:
         """The proposer's view. While the approval is live, the collection key opens its sealed copy:
@@ -393,18 +423,32 @@ def _public(details: dict[str, Any]) -> dict[str, Any]:
 
 
 def _proposal_view(row: Row, now: datetime) -> dict[str, Any]:
+    return {**_proposal_item(row, now), "text": row["text"]}
+
+
+def _proposal_item(row: Row, now: datetime) -> dict[str, Any]:
+    """A proposal as a listing shows it: everything but its text."""
     state = proposal_state(row["status"], row["approval_outcome"], row["approval_expires_at"], now)
     approval = None if row["approval_id"] is None else {
         "approval": row["approval_id"], "outcome": row["approval_outcome"], "expires_at": row["approval_expires_at"],
         "collected": row["approval_collected_at"] is not None,
     }
     return {
-        "proposal": row["id"], "slug": row["slug"], "title": row["title"], "text": row["text"],
+        "proposal": row["id"], "slug": row["slug"], "title": row["title"],
         "fingerprint": row["fingerprint"], "fingerprint_short": short_fingerprint(row["fingerprint"]),
         "status": state.value, "proposed_by": row["proposed_by"], "created_at": row["created_at"],
         "decided_by": row["decided_by"], "decided_at": row["decided_at"], "note": row["decision_note"],
         "approval": approval,
     }
+
+
+def _needle(q: Any) -> str | None:
+    """A listing's text filter: None, or the text to find (case-insensitive), up to 200 characters."""
+    if q is None or (isinstance(q, str) and not q.strip()):
+        return None
+    if not isinstance(q, str) or len(q) > 200 or any(ch == "\x00" or 0xD800 <= ord(ch) <= 0xDFFF for ch in q):
+        raise InvalidInput("q is a text of up to 200 characters to find.", field="q")
+    return q.strip()
 
 
 def _draft_view(row: Row) -> dict[str, Any]:

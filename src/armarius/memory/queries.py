@@ -289,6 +289,65 @@ def needs_review_entries(tx: Tx) -> list[Entry]:
     return [entry_from_row(row) for row in rows]
 
 
+#: When an entry went into review: its first revision since the last curation that overrode the curation
+#: (through the revisions' primary key; the entry's last change if none is found).
+_REVIEW_SINCE = (
+    "coalesce((SELECT min(r.created_at) FROM entry_revisions r WHERE r.entry_id = e.id "
+    "AND r.workspace_id = e.workspace_id AND r.revision > coalesce(e.review_base_revision, 1) "
+    "AND r.overrode_curated = ?), e.updated_at)"
+)
+
+
+def needs_review_page(tx: Tx, *, after: str | None, limit: int, contains: str | None) -> list[Row]:
+    """Entries that need review, by slug (through the partial index entries_needs_review), without their bodies:
+    id, slug, title, revision, curated_revision, review_base_revision, updated_at, updated_by and since."""
+    conditions, params = _review_conditions(tx, contains)
+    if after is not None:
+        conditions.append("e.slug > ?")
+        params.append(after)
+    return tx.all(
+        "SELECT e.id, e.slug, e.title, e.revision, e.curated_revision, e.review_base_revision, e.updated_at, "
+        f"e.updated_by, {_REVIEW_SINCE} AS since FROM entries e WHERE {' AND '.join(conditions)} "
+        "ORDER BY e.slug LIMIT ?",
+        (True, *params, limit),
+    )
+
+
+def needs_review_summary(tx: Tx) -> Row:
+    """How many entries need review (count) and when the one waiting longest went into review (oldest_at)."""
+    conditions, params = _review_conditions(tx, None)
+    row = tx.one(
+        f"SELECT count(*) AS count, min(since) AS oldest_at FROM (SELECT {_REVIEW_SINCE} AS since FROM entries e "
+        f"WHERE {' AND '.join(conditions)}) waiting",
+        (True, *params),
+    )
+    assert row is not None
+    return row
+
+
+def _review_conditions(tx: Tx, contains: str | None) -> tuple[list[str], list[Any]]:
+    conditions = ["e.workspace_id = ?", "e.needs_review = ?"]
+    params: list[Any] = [tx.require_workspace(), True]
+    if contains:
+        conditions.append(f"({contains_text(tx, 'e.slug')} OR {contains_text(tx, 'e.title')})")
+        params += [contains.lower(), contains.lower()]
+    return conditions, params
+
+
+def contains_text(tx: Tx, column: str) -> str:
+    """A condition: the column, lowercased, contains the (lowercased) parameter as it is (no pattern syntax)."""
+    return f"instr(lower({column}), ?) > 0" if tx.dialect == "sqlite" else f"strpos(lower({column}), ?) > 0"
+
+
+def overrides_since(tx: Tx, entry_id: int, base_revision: int) -> list[Row]:
+    """The entry's revisions after ``base_revision`` that overrode a curation, in order (no bodies)."""
+    return tx.all(
+        "SELECT revision, author, reason, created_at FROM entry_revisions WHERE workspace_id = ? AND entry_id = ? "
+        "AND revision > ? AND overrode_curated = ? ORDER BY revision",
+        (tx.require_workspace(), entry_id, base_revision, True),
+    )
+
+
 def encode_tags(tags: Sequence[str]) -> str:
     return json.dumps(list(tags), ensure_ascii=False)
 

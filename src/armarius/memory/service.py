@@ -365,22 +365,83 @@ class MemoryService:
         return {"slug": slug, "revision": revision, "curated": True, "operation": operation}
 
     def needs_review(self, actor: Actor) -> list[dict[str, Any]]:
-        """Entries whose curation an agent overrode: reasons, and a diff against the last curated revision."""
+        """Entries whose curation an agent overrode: reasons, and a diff against the last curated revision.
+        Every one of them, each with its diff (the CLI's listing); a page lists them with needs_review_page."""
         actor.require(Permission.MEMORY_READ)
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             listing = []
             for entry in queries.needs_review_entries(tx):
-                history = [queries.decode_revision(row) for row in queries.revisions(tx, entry.id)]
-                base = next((r for r in history if r["revision"] == entry.review_base_revision), history[0])
-                overrides = [r for r in history if r["revision"] > base["revision"] and r["overrode_curated"]]
+                base = _review_base(tx, entry.id, entry.review_base_revision)
                 listing.append({
                     "slug": entry.slug, "title": entry.title, "revision": entry.revision,
                     "curated_revision": base["revision"],
-                    "overrides": [{"revision": r["revision"], "author": r["author"], "reason": r["reason"],
-                                   "at": r["created_at"]} for r in overrides],
-                    "diff": _diff(entry.slug, base, entry),
+                    "overrides": _overrides(tx, entry.id, base["revision"]),
+                    "diff": _diff(entry.slug, base, _content(entry), old_note=" (curated)"),
                 })
         return listing
+
+    def needs_review_page(self, actor: Actor, *, after: str | None = None, limit: int = 50, diff: bool = False,
+                          q: str | None = None) -> dict[str, Any]:
+        """One page of the entries that need review, by slug, with what a list shows: the curated revision the
+        review is against, the overrides since (revision, author, reason, at) and ``since`` (the first of them).
+        ``diff``: each listed entry's diff against its curated revision too (computed for this page only).
+        ``q``: only entries whose slug or title contains it (case-insensitive). ``next``: the ``after`` that
+        gives the next page (None: this is the last)."""
+        actor.require(Permission.MEMORY_READ)
+        _check_limit(limit)
+        if after is not None and not isinstance(after, str):
+            raise InvalidInput("after is the last slug of the previous page (its next).", field="after")
+        needle = _needle(q)
+        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            rows = queries.needs_review_page(tx, after=after, limit=limit + 1, contains=needle)
+            items = []
+            for row in rows[:limit]:
+                base_revision = row["review_base_revision"] or 1
+                item = {
+                    "slug": row["slug"], "title": row["title"], "revision": row["revision"],
+                    "curated_revision": base_revision, "since": row["since"], "updated_at": row["updated_at"],
+                    "updated_by": row["updated_by"], "overrides": _overrides(tx, row["id"], base_revision),
+                }
+                if diff:
+                    entry = queries.entry_by_slug(tx, row["slug"])
+                    assert entry is not None  # read in the same transaction
+                    base = _review_base(tx, entry.id, entry.review_base_revision)
+                    item["diff"] = _diff(entry.slug, base, _content(entry), old_note=" (curated)")
+                items.append(item)
+        return {"items": items, "next": rows[limit - 1]["slug"] if len(rows) > limit else None}
+
+    def needs_review_summary(self, actor: Actor) -> dict[str, Any]:
+        """How many entries need review and when the one waiting longest went into review (None: none waits),
+        counted in SQL."""
+        actor.require(Permission.MEMORY_READ)
+        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            row = queries.needs_review_summary(tx)
+        return {"count": int(row["count"]), "oldest_at": row["oldest_at"]}
+
+    def diff(self, actor: Actor, slug: str, from_revision: int, to_revision: int) -> dict[str, Any]:
+        """A unified diff of two revisions of an entry (title, tags and body); NotFound for a revision that
+        does not exist."""
+        actor.require(Permission.MEMORY_READ)
+        check_slug(slug)
+        for field, number in (("from_revision", from_revision), ("to_revision", to_revision)):
+            if not isinstance(number, int) or isinstance(number, bool):
+                raise InvalidInput(f"{field} is a revision number.", field=field)
+        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            entry = self._existing(tx, slug)
+            found = [queries.revision(tx, entry.id, number) if 1 <= number <= entry.revision else None
+                     for number in (from_revision, to_revision)]
+        old, new = (None if row is None else queries.decode_revision(row) for row in found)
+        if old is None or new is None:
+            missing = from_revision if old is None else to_revision
+            raise NotFound(f"{echo(slug)} has revisions 1 to {entry.revision}; there is no revision {missing}.",
+                           slug=slug, revision=missing, current_revision=entry.revision)
+
+        def note(number: int) -> str:
+            return " (curated)" if number == entry.curated_revision else ""
+
+        return {"slug": slug, "from_revision": from_revision, "to_revision": to_revision,
+                "current_revision": entry.revision, "curated_revision": entry.curated_revision,
+                "diff": _diff(slug, old, new, old_note=note(from_revision), new_note=note(to_revision))}
 
     def _existing(self, tx: Tx, slug: str, *, lock: bool = False) -> Entry:
         entry = queries.entry_by_slug(tx, slug, lock=lock)
@@ -416,12 +477,50 @@ def _write_revision(tx: Tx, actor: Actor, entry: Entry, revision: int, now: str,
     queries.replace_tags_and_links(tx, entry.id, tags, parse_links(body))
 
 
-def _diff(slug: str, base: dict[str, Any], entry: Entry) -> str:
-    def text(title: str, body: str) -> list[str]:
-        return [f"# {title}\n", "\n", *body.splitlines(keepends=True)]
+def _content(entry: Entry) -> dict[str, Any]:
+    """The entry's current revision as a revision's content."""
+    return {"revision": entry.revision, "title": entry.title, "body": entry.body, "tags": list(entry.tags)}
+
+
+def _review_base(tx: Tx, entry_id: int, review_base_revision: int | None) -> dict[str, Any]:
+    """The revision a review is against: the last curated one (the first revision if there is none)."""
+    row = queries.revision(tx, entry_id, review_base_revision or 1) or queries.revision(tx, entry_id, 1)
+    assert row is not None  # revisions are never deleted
+    return queries.decode_revision(row)
+
+
+def _overrides(tx: Tx, entry_id: int, base_revision: int) -> list[dict[str, Any]]:
+    """The revisions since the curated one that overrode a curation: who, when and why."""
+    return [{"revision": row["revision"], "author": row["author"], "reason": row["reason"], "at": row["created_at"]}
+            for row in queries.overrides_since(tx, entry_id, base_revision)]
+
+
+def _check_limit(limit: Any) -> None:
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= LIST_MAX:
+        raise InvalidInput(f"limit is from 1 to {LIST_MAX}.", field="limit")
+
+
+def _needle(q: Any) -> str | None:
+    """A listing's text filter: None, or the text to find (case-insensitive), up to 200 characters."""
+    if q is None or (isinstance(q, str) and not q.strip()):
+        return None
+    if not isinstance(q, str) or len(q) > 200 or any(ch == "\x00" or 0xD800 <= ord(ch) <= 0xDFFF for ch in q):
+        raise InvalidInput("q is a text of up to 200 characters to find.", field="q")
+    return q.strip()
+
+
+def _diff(slug: str, old: dict[str, Any], new: dict[str, Any], *, old_note: str = "", new_note: str = "") -> str:
+    """A unified diff of two revisions' content (``revision``, ``title``, ``tags``, ``body``): the title, the
+    tags (when either has any; a tag never holds a parenthesis) and the body, labelled ``slug@revision`` and a
+    note."""
+    tagged = bool(old["tags"]) or bool(new["tags"])
+
+    def text(content: dict[str, Any]) -> list[str]:
+        tags = [f"tags: {', '.join(content['tags']) or '(none)'}\n"] if tagged else []
+        return [f"# {content['title']}\n", *tags, "\n", *content["body"].splitlines(keepends=True)]
 
     lines = difflib.unified_diff(
-        text(base["title"], base["body"]), text(entry.title, entry.body),
-        fromfile=f"{slug}@{base['revision']} (curated)", tofile=f"{slug}@{entry.revision}",
+        text(old), text(new),
+        fromfile=f"{slug}@{old['revision']}{old_note}", tofile=f"{slug}@{new['revision']}{new_note}",
     )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)

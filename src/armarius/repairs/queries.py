@@ -45,12 +45,46 @@ def repair(tx: Tx, repair_id: int, *, lock: bool = False) -> Row | None:
 
 def repairs(tx: Tx, *, proposer_id: int | None, session_id: int | None, status: str | None, limit: int) -> list[Row]:
     """Repairs, newest first: of one proposer or all, one session or all, one status or any."""
-    sql = f"SELECT {_SUMMARY_COLUMNS} FROM repairs WHERE workspace_id = ?"
+    sql, params = _filtered(tx, proposer_id=proposer_id, session_id=session_id, status=status)
+    return [_flags(row) for row in tx.all(f"{sql} ORDER BY id DESC LIMIT ?", (*params, limit))]
+
+
+def repairs_page(tx: Tx, *, proposer_id: int | None, session_id: int | None, status: str | None,
+                 after: int | None, newest_first: bool, limit: int, contains: str | None) -> list[Row]:
+    """Repairs by id (oldest or newest first) after the cursor id, through repairs_by_status or
+    repairs_of_session: of one proposer or all, one session or all, one status or any."""
+    sql, params = _filtered(tx, proposer_id=proposer_id, session_id=session_id, status=status)
+    if contains:
+        sql = f"{sql} AND ({_contains(tx, 'conflict')} OR {_contains(tx, 'proposer')})"
+        params += [contains.lower()] * 2
+    if after is not None:
+        sql, params = f"{sql} AND id {'<' if newest_first else '>'} ?", [*params, after]
+    rows = tx.all(f"{sql} ORDER BY id {'DESC' if newest_first else ''} LIMIT ?", (*params, limit))
+    return [_flags(row) for row in rows]
+
+
+def summary(tx: Tx, *, proposer_id: int | None, status: str) -> Row:
+    """How many repairs are in a status (count) and when the oldest of them was proposed (oldest_at)."""
+    sql, params = _filtered(tx, proposer_id=proposer_id, session_id=None, status=status,
+                            columns="count(*) AS count, min(created_at) AS oldest_at")
+    row = tx.one(sql, params)
+    assert row is not None
+    return row
+
+
+def _filtered(tx: Tx, *, proposer_id: int | None, session_id: int | None, status: str | None,
+              columns: str = _SUMMARY_COLUMNS) -> tuple[str, list[Any]]:
+    sql = f"SELECT {columns} FROM repairs WHERE workspace_id = ?"
     params: list[Any] = [tx.require_workspace()]
     for column, value in (("proposer_id", proposer_id), ("session_id", session_id), ("status", status)):
         if value is not None:
             sql, params = f"{sql} AND {column} = ?", [*params, value]
-    return [_flags(row) for row in tx.all(f"{sql} ORDER BY id DESC LIMIT ?", (*params, limit))]
+    return sql, params
+
+
+def _contains(tx: Tx, column: str) -> str:
+    """A condition: the column, lowercased, contains the (lowercased) parameter as it is (no pattern syntax)."""
+    return f"instr(lower({column}), ?) > 0" if tx.dialect == "sqlite" else f"strpos(lower({column}), ?) > 0"
 
 
 def update_repair(tx: Tx, repair_id: int, *, at: str, **changes: Any) -> None:

@@ -159,14 +159,37 @@ class RepairService:
     def list_repairs(self, actor: Actor, *, session: int | None = None, status: str | None = None
                      ) -> list[dict[str, Any]]:
         """Receipts, newest first: the caller's proposals, or all of the workspace's for a session manager."""
-        if not actor.can(Permission.SESSIONS_MANAGE):
-            actor.require(Permission.REPAIRS_PROPOSE)
-        if status is not None and status not in set(Status):
-            raise InvalidInput(f"status is one of {', '.join(Status)}.", field="status")
-        proposer = None if actor.can(Permission.SESSIONS_MANAGE) else actor.principal_id
+        proposer = _listing_scope(actor, status)
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             rows = queries.repairs(tx, proposer_id=proposer, session_id=session, status=status, limit=LIST_LIMIT)
         return [views.summary(row) for row in rows]
+
+    def repairs_page(self, actor: Actor, *, status: str | None = None, session: int | None = None,
+                     after: int | None = None, limit: int = 50, newest_first: bool = False, q: str | None = None
+                     ) -> dict[str, Any]:
+        """One page of what ``list_repairs`` lists (the same repairs for the same caller, each as it shows them),
+        by id: oldest first, or ``newest_first``. ``q``: only repairs whose conflict or proposer contains it
+        (case-insensitive). ``next``: the ``after`` that gives the next page (None: this is the last)."""
+        proposer = _listing_scope(actor, status)
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= LIST_LIMIT:
+            raise InvalidInput(f"limit is from 1 to {LIST_LIMIT}.", field="limit")
+        for field, value in (("after", after), ("session", session)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise InvalidInput(f"{field} is a number.", field=field)
+        needle = _needle(q)
+        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            rows = queries.repairs_page(tx, proposer_id=proposer, session_id=session, status=status, after=after,
+                                        newest_first=newest_first, limit=limit + 1, contains=needle)
+        items = [views.summary(row) for row in rows[:limit]]
+        return {"items": items, "next": items[-1]["repair"] if len(rows) > limit else None}
+
+    def proposed_summary(self, actor: Actor) -> dict[str, Any]:
+        """How many repairs wait for a human choice (of those ``list_repairs`` lists for the caller) and when the
+        oldest was proposed (None: none waits), counted in SQL."""
+        proposer = _listing_scope(actor, Status.PROPOSED)
+        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            row = queries.summary(tx, proposer_id=proposer, status=Status.PROPOSED.value)
+        return {"count": int(row["count"]), "oldest_at": row["oldest_at"]}
 
     def of_session(self, actor: Actor, session_id: int) -> list[dict[str, Any]]:
         """A session's repairs as session_show lists them: id, status, reformulation request and comment."""
@@ -394,3 +417,22 @@ class RepairService:
         if session["status"] != "closed" and session["owner_id"] != actor.principal_id:
             with contextlib.suppress(SessionClosed):  # closed meanwhile: a closed session needs no takeover
                 self.sessions.take_over(actor, session_id)
+
+
+def _listing_scope(actor: Actor, status: str | None) -> int | None:
+    """Whose repairs a listing shows: every one of the workspace's to a session manager (None), otherwise the
+    caller's own (who needs repairs.propose)."""
+    if not actor.can(Permission.SESSIONS_MANAGE):
+        actor.require(Permission.REPAIRS_PROPOSE)
+    if status is not None and status not in set(Status):
+        raise InvalidInput(f"status is one of {', '.join(Status)}.", field="status")
+    return None if actor.can(Permission.SESSIONS_MANAGE) else actor.principal_id
+
+
+def _needle(q: Any) -> str | None:
+    """A listing's text filter: None, or the text to find (case-insensitive), up to 200 characters."""
+    if q is None or (isinstance(q, str) and not q.strip()):
+        return None
+    if not isinstance(q, str) or len(q) > 200 or any(ch == "\x00" or 0xD800 <= ord(ch) <= 0xDFFF for ch in q):
+        raise InvalidInput("q is a text of up to 200 characters to find.", field="q")
+    return q.strip()

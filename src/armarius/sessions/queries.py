@@ -59,6 +59,53 @@ def sessions(tx: Tx, *, owner_id: int | None, status: str | None, limit: int) ->
     return tx.all(f"{sql} ORDER BY s.id DESC LIMIT ?", (*params, limit))
 
 
+#: When a session was last blocked (its latest blocking checkpoint, through the checkpoints' primary key).
+_BLOCKED_AT = ("(SELECT max(c.created_at) FROM session_checkpoints c WHERE c.workspace_id = s.workspace_id "
+               "AND c.session_id = s.id AND c.event = 'blocked')")
+
+
+def sessions_page(tx: Tx, *, owner_id: int | None, status: str | None, after: int | None, newest_first: bool,
+                  limit: int, contains: str | None) -> list[Row]:
+    """Sessions by id (oldest or newest first) after the cursor id, through sessions_by_status or sessions_of_owner:
+    of one owner or all, in one status or any."""
+    sql, params = _SESSION_WITH_RESERVATIONS, list[Any]([tx.require_workspace()])
+    for column, value in (("s.owner_id", owner_id), ("s.status", status)):
+        if value is not None:
+            sql, params = f"{sql} AND {column} = ?", [*params, value]
+    if contains:
+        sql = f"{sql} AND ({_contains(tx, 's.subject')} OR {_contains(tx, 's.owner')})"
+        params += [contains.lower()] * 2
+    if after is not None:
+        sql, params = f"{sql} AND s.id {'<' if newest_first else '>'} ?", [*params, after]
+    return tx.all(f"{sql} ORDER BY s.id {'DESC' if newest_first else ''} LIMIT ?", (*params, limit))
+
+
+def blocked_at(tx: Tx, session_ids: list[int]) -> dict[int, str]:
+    """When each of these sessions was last blocked (those ever blocked)."""
+    if not session_ids:
+        return {}
+    rows = tx.all("SELECT session_id, max(created_at) AS at FROM session_checkpoints WHERE workspace_id = ? "
+                  f"AND session_id IN ({', '.join('?' for _ in session_ids)}) AND event = 'blocked' "
+                  "GROUP BY session_id", (tx.require_workspace(), *session_ids))
+    return {int(row["session_id"]): row["at"] for row in rows}
+
+
+def blocked_summary(tx: Tx, *, owner_id: int | None) -> Row:
+    """How many sessions are blocked (count) and when the one blocked longest was blocked (oldest_at)."""
+    sql = f"SELECT {_BLOCKED_AT} AS blocked_at FROM sessions s WHERE s.workspace_id = ? AND s.status = 'blocked'"
+    params: list[Any] = [tx.require_workspace()]
+    if owner_id is not None:
+        sql, params = f"{sql} AND s.owner_id = ?", [*params, owner_id]
+    row = tx.one(f"SELECT count(*) AS count, min(blocked_at) AS oldest_at FROM ({sql}) blocked", params)
+    assert row is not None
+    return row
+
+
+def _contains(tx: Tx, column: str) -> str:
+    """A condition: the column, lowercased, contains the (lowercased) parameter as it is (no pattern syntax)."""
+    return f"instr(lower({column}), ?) > 0" if tx.dialect == "sqlite" else f"strpos(lower({column}), ?) > 0"
+
+
 def update_session(tx: Tx, session_id: int, *, at: str, **changes: Any) -> None:
     assignments = ", ".join(f"{column} = ?" for column in changes)
     tx.execute(f"UPDATE sessions SET {assignments}, updated_at = ? WHERE workspace_id = ? AND id = ?",

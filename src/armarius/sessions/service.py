@@ -133,14 +133,41 @@ class SessionService:
 
     def list_sessions(self, actor: Actor, *, status: str | None = None, everyone: bool = False) -> list[dict[str, Any]]:
         """The caller's sessions, newest first; with ``everyone``, a session manager sees all of the workspace."""
-        if not actor.can(Permission.SESSIONS_MANAGE):
-            actor.require(Permission.RESEARCH_QUERY)
-        if status is not None and status not in set(Status):
-            raise InvalidInput(f"status is one of {', '.join(Status)}.", field="status")
-        owner = None if everyone and actor.can(Permission.SESSIONS_MANAGE) else actor.principal_id
+        owner = _listing_owner(actor, status, everyone)
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             rows = queries.sessions(tx, owner_id=owner, status=status, limit=LIST_LIMIT)
         return [views.summary(row) for row in rows]
+
+    def sessions_page(self, actor: Actor, *, status: str | None = None, everyone: bool = False,
+                      after: int | None = None, limit: int = 50, newest_first: bool = False, q: str | None = None
+                      ) -> dict[str, Any]:
+        """One page of what ``list_sessions`` lists (the same sessions for the same caller, each as it shows them,
+        a blocked one with ``blocked_at`` too), by id: oldest first, or ``newest_first``. ``q``: only sessions
+        whose subject or owner contains it (case-insensitive). ``next``: the ``after`` that gives the next page
+        (None: this is the last)."""
+        owner = _listing_owner(actor, status, everyone)
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= LIST_LIMIT:
+            raise InvalidInput(f"limit is from 1 to {LIST_LIMIT}.", field="limit")
+        if after is not None and (not isinstance(after, int) or isinstance(after, bool)):
+            raise InvalidInput("after is the last session of the previous page (its next).", field="after")
+        needle = _needle(q)
+        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            rows = queries.sessions_page(tx, owner_id=owner, status=status, after=after, newest_first=newest_first,
+                                         limit=limit + 1, contains=needle)
+            blocked = queries.blocked_at(tx, [row["id"] for row in rows[:limit] if row["status"] == Status.BLOCKED])
+        items = [views.summary(row) for row in rows[:limit]]
+        for item in items:
+            if item["status"] == Status.BLOCKED:
+                item["blocked_at"] = blocked.get(item["session"])
+        return {"items": items, "next": items[-1]["session"] if len(rows) > limit else None}
+
+    def blocked_summary(self, actor: Actor, *, everyone: bool = False) -> dict[str, Any]:
+        """How many of the sessions ``list_sessions`` lists are blocked and when the one blocked longest was
+        blocked (None: none is), counted in SQL."""
+        owner = _listing_owner(actor, Status.BLOCKED, everyone)
+        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            row = queries.blocked_summary(tx, owner_id=owner)
+        return {"count": int(row["count"]), "oldest_at": row["oldest_at"]}
 
     # The controller -------------------------------------------------------------------------------
 
@@ -640,3 +667,20 @@ def _parse(moment: str) -> datetime:
     return datetime.fromisoformat(moment.replace("Z", "+00:00"))
 
 
+def _listing_owner(actor: Actor, status: str | None, everyone: bool) -> int | None:
+    """Whose sessions a listing shows: the caller's own (who needs research.query or sessions.manage), or with
+    ``everyone`` all of the workspace's to a session manager (None)."""
+    if not actor.can(Permission.SESSIONS_MANAGE):
+        actor.require(Permission.RESEARCH_QUERY)
+    if status is not None and status not in set(Status):
+        raise InvalidInput(f"status is one of {', '.join(Status)}.", field="status")
+    return None if everyone and actor.can(Permission.SESSIONS_MANAGE) else actor.principal_id
+
+
+def _needle(q: Any) -> str | None:
+    """A listing's text filter: None, or the text to find (case-insensitive), up to 200 characters."""
+    if q is None or (isinstance(q, str) and not q.strip()):
+        return None
+    if not isinstance(q, str) or len(q) > 200 or any(ch == "\x00" or 0xD800 <= ord(ch) <= 0xDFFF for ch in q):
+        raise InvalidInput("q is a text of up to 200 characters to find.", field="q")
+    return q.strip()
