@@ -6,6 +6,7 @@ as indexes and limits), and text must be valid Unicode (a lone surrogate cannot 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,18 @@ from armarius.errors import InvalidInput, echo
 #: The largest integer a request may carry: what SQLite, PostgreSQL's BIGINT and the database
 #: drivers all hold. Every integer in a request schema has a maximum of at most this.
 INT64_MAX = 2**63 - 1
+
+#: What no stored text may hold: NUL (PostgreSQL's text cannot) and unpaired surrogates (not Unicode).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def check_storable(value: str, field: str) -> str:
+    """``value`` if the store can hold it on every engine; otherwise ``invalid_input`` naming the field."""
+    if _UNSTORABLE.search(value):
+        raise InvalidInput(f"The {field} contains a NUL character or an unpaired surrogate, which cannot be stored.",
+                           field=field)
+    return value
+
 
 StrictValidator = validators.extend(
     Draft202012Validator,

@@ -21,7 +21,9 @@ def token_digest(token: str) -> str:
 
 
 def digests_match(expected: str, presented: str) -> bool:
-    return hmac.compare_digest(expected.encode("ascii"), presented.encode("ascii"))
+    """Whether a presented secret or digest is the expected one, in constant time; any text may be presented
+    (a value that is not even ASCII simply does not match)."""
+    return hmac.compare_digest(expected.encode("utf-8", "surrogatepass"), presented.encode("utf-8", "surrogatepass"))
 
 
 def new_password() -> str:

@@ -59,6 +59,7 @@ from armarius.errors import (
     OperationConflict,
     echo,
 )
+from armarius.memory.model import check_reason
 from armarius.memory.service import MemoryService, RememberRequest
 from armarius.store import Database, Row, Tx, UniqueViolation, iso_utc
 from armarius.textview import short_fingerprint
@@ -270,6 +271,7 @@ class DraftService:
 
     def reject(self, actor: Actor, proposal_id: int, note: str | None = None) -> dict[str, Any]:
         actor.require_human(Permission.APPROVALS_ISSUE, "approve or reject a proposal")
+        note = check_reason(note, "note")
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             row = self._proposal(tx, proposal_id, lock=True)
             if row["status"] != "pending":

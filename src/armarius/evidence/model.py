@@ -35,6 +35,7 @@ from typing import Any
 from armarius.canonical import canonical_json
 from armarius.errors import InvalidInput, echo
 from armarius.memory.model import check_slug, check_title, words
+from armarius.validation import check_storable
 
 #: The largest body of a unit, in bytes of UTF-8 (1 MiB).
 BODY_MAX_BYTES = 1_048_576
@@ -150,15 +151,10 @@ def check_name(name: Any) -> str:
 def check_body(body: Any) -> str:
     if not isinstance(body, str):
         raise InvalidInput("A unit's body is Markdown text.", field="body")
-    try:
-        size = len(body.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidInput("The body contains an unpaired surrogate.", field="body") from None
+    size = len(check_storable(body, "body").encode("utf-8"))
     if size > BODY_MAX_BYTES:
         raise InvalidInput(f"The body is {size} bytes; an evidence unit holds at most {BODY_MAX_BYTES} bytes. "
                            "Split it into several units.", field="body", size=size, limit=BODY_MAX_BYTES)
-    if "\x00" in body:
-        raise InvalidInput("The body contains a NUL character.", field="body")
     return body
 
 

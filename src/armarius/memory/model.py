@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from armarius.errors import InvalidInput
+from armarius.validation import check_storable
 
 SLUG_SEGMENT = r"[a-z0-9]+(?:-[a-z0-9]+)*"
 SLUG_PATTERN = re.compile(rf"{SLUG_SEGMENT}(?:/{SLUG_SEGMENT})*")
@@ -77,15 +78,13 @@ def check_title(title: Any) -> str:
 def check_body(body: Any, limits: MemoryLimits) -> str:
     if not isinstance(body, str):
         raise InvalidInput("The body is Markdown text.", field="body")
-    size = len(body.encode("utf-8"))
+    size = len(check_storable(body, "body").encode("utf-8"))
     if size > limits.body_max_bytes:
         raise InvalidInput(
             f"The body is {size} bytes; the limit is {limits.body_max_bytes}. Split it into several "
             "entries and link them with [[slug]].",
             field="body", size=size, limit=limits.body_max_bytes,
         )
-    if "\x00" in body:
-        raise InvalidInput("The body contains a NUL character.", field="body")
     return body
 
 
@@ -102,12 +101,13 @@ def check_tags(tags: Any) -> tuple[str, ...]:
     return tuple(sorted(set(tags)))
 
 
-def check_reason(reason: Any) -> str | None:
+def check_reason(reason: Any, field: str = "reason") -> str | None:
+    """An optional reason or note: text of at most REASON_MAX characters (blank: none)."""
     if reason is None:
         return None
     if not isinstance(reason, str) or len(reason) > REASON_MAX:
-        raise InvalidInput(f"A reason is text of at most {REASON_MAX} characters.", field="reason")
-    return reason.strip() or None
+        raise InvalidInput(f"A {field} is text of at most {REASON_MAX} characters.", field=field)
+    return check_storable(reason, field).strip() or None
 
 
 def parse_links(body: str) -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -11,6 +10,7 @@ from armarius.errors import InvalidInput
 from armarius.evidence.model import BODY_MAX_BYTES
 from armarius.evidence.model import check_body as check_unit_body
 from armarius.memory.model import MemoryLimits, check_body, check_slug, check_tags, check_title
+from armarius.validation import check_storable
 
 #: A proposal offers one to this many alternatives.
 ALTERNATIVES_MAX = 5
@@ -19,7 +19,6 @@ EVIDENCE_BODY_MAX = BODY_MAX_BYTES
 #: The longest conflict description, rationale or human comment, in characters.
 TEXT_MAX = 2000
 #: A NUL or an unpaired surrogate: text no store or file keeps as given.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 #: The keys an alternative may have.
 _ALTERNATIVE_KEYS = {"target", "title", "body", "tags", "rationale"}
 
@@ -92,9 +91,7 @@ def check_text(value: Any, field: str, what: str, *, required: bool = True) -> s
         return None
     if not isinstance(value, str) or not value.strip() or len(value) > TEXT_MAX:
         raise InvalidInput(f"{what} is 1 to {TEXT_MAX} characters.", field=field)
-    if _UNSTORABLE.search(value):
-        raise InvalidInput(f"The {field} contains a NUL or an unpaired surrogate.", field=field)
-    return value
+    return check_storable(value, field)
 
 
 def check_alternatives(value: Any, limits: MemoryLimits) -> list[Alternative]:
@@ -144,6 +141,4 @@ def _text_body(body: Any) -> str:
     """Text a file and both stores keep as given: no NUL, no unpaired surrogate."""
     if not isinstance(body, str):
         raise InvalidInput("The body is Markdown text.", field="body")
-    if _UNSTORABLE.search(body):
-        raise InvalidInput("The body contains a NUL or an unpaired surrogate.", field="body")
-    return body
+    return check_storable(body, "body")

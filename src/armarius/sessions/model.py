@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from armarius.errors import ConfigError, InvalidInput
+from armarius.validation import check_storable
 
 #: The longest subject (the question a session investigates), in characters.
 SUBJECT_MAX = 2000
@@ -87,6 +88,4 @@ def check_note(value: Any) -> str | None:
 def _text(value: Any, field: str, form: str) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > SUBJECT_MAX:
         raise InvalidInput(form, field=field)
-    if "\x00" in value or any(0xD800 <= ord(ch) <= 0xDFFF for ch in value):
-        raise InvalidInput(f"The {field} contains a NUL or an unpaired surrogate.", field=field)
-    return value
+    return check_storable(value, field)

@@ -1,0 +1,68 @@
+"""Text no engine can store (a NUL, PostgreSQL's text cannot hold one; an unpaired surrogate, not Unicode)
+is refused as ``invalid_input`` naming the field, wherever a caller's text is written, on both engines,
+and nothing changes. A presented secret or fingerprint that is not even ASCII simply does not match."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from armarius.app import Armarius
+from armarius.audit import chain
+from armarius.auth.secrets import digests_match
+from armarius.errors import InvalidInput
+from armarius.memory.service import RememberRequest
+from tests.helpers import Team, make_team
+
+UNSTORABLE = ["a\x00b", "a\ud800b"]
+
+
+@pytest.fixture
+def team(app: Armarius) -> Team:
+    return make_team(app)
+
+
+def state(app: Armarius, team: Team) -> tuple[Any, ...]:
+    with app.database.transaction(workspace_id=team.agent.workspace_id) as tx:
+        entries = tx.all("SELECT slug, revision, title, body FROM entries ORDER BY slug")
+        proposals = tx.all("SELECT id, status, decision_note FROM draft_proposals ORDER BY id")
+    return entries, proposals, chain.tail(app.database, team.agent.workspace_id, 1)
+
+
+@pytest.mark.parametrize("text", UNSTORABLE, ids=["nul", "surrogate"])
+def test_unstorable_text_is_refused_in_every_written_field(app: Armarius, team: Team, text: str) -> None:
+    app.memory.remember(team.agent, RememberRequest("ops/host", "Host", "On alpha-7."))
+    proposal = app.drafts.propose(team.agent, {"slug": "notes/one", "title": "One", "text": "x"})["proposal"]
+    session = app.sessions.open(team.agent, "Where does staging run?")["session"]
+    before = state(app, team)
+    attempts = {
+        "body": lambda: app.memory.remember(team.agent, RememberRequest("ops/new", "New", text)),
+        "reason": lambda: app.memory.remember(team.agent, RememberRequest(
+            "ops/host", "Host", "On alpha-8.", reason=text)),
+        "note": lambda: app.drafts.reject(team.human, proposal, text),
+        "subject": lambda: app.sessions.open(team.agent, text),
+    }
+    for field, attempt in attempts.items():
+        with pytest.raises(InvalidInput) as refused:
+            attempt()
+        assert refused.value.details["field"] == field
+    with pytest.raises(InvalidInput):
+        app.sessions.close(team.human, session, text)
+    assert state(app, team) == before
+
+
+def test_a_draft_rejection_note_is_bounded(app: Armarius, team: Team) -> None:
+    proposal = app.drafts.propose(team.agent, {"slug": "notes/one", "title": "One", "text": "x"})["proposal"]
+    before = state(app, team)
+    with pytest.raises(InvalidInput) as refused:
+        app.drafts.reject(team.human, proposal, "n" * 2001)
+    assert refused.value.details["field"] == "note"
+    assert state(app, team) == before
+    assert app.drafts.reject(team.human, proposal, "  Not needed.  ")["status"] == "rejected"
+
+
+def test_a_presented_value_that_is_not_ascii_does_not_match() -> None:
+    assert digests_match("abc", "abc")
+    assert not digests_match("abc", "äbc")
+    assert not digests_match("abc", "a\ud800c")
