@@ -66,3 +66,12 @@ def test_a_presented_value_that_is_not_ascii_does_not_match() -> None:
     assert digests_match("abc", "abc")
     assert not digests_match("abc", "äbc")
     assert not digests_match("abc", "a\ud800c")
+
+
+def test_a_nul_in_a_lookup_is_refused_alike_on_both_engines(app: Armarius, team: Team) -> None:
+    """Where a name is only looked up (a login, a workspace), PostgreSQL's driver cannot even send a NUL: the
+    store refuses it as invalid input on both engines, never as a server failure."""
+    with pytest.raises(InvalidInput):
+        app.directory.authenticate_password("alpha-human\x00", "x", workspace="alpha")
+    with pytest.raises(InvalidInput):
+        app.directory.workspace("alpha\x00")

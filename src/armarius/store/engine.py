@@ -102,6 +102,9 @@ class Tx:
         return None if row is None else next(iter(row.values()))
 
     def _run(self, sql: str, params: Params) -> None:
+        if any(isinstance(value, str) and "\x00" in value for value in params):
+            # PostgreSQL's text holds no NUL; refused alike on both engines, also where it is only looked up.
+            raise InvalidInput("A text with a NUL character can be neither stored nor looked up.")
         if self.dialect == "postgresql":
             sql = _to_pyformat(sql)
         try:
