@@ -10,3 +10,19 @@ ensure_venv() {
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extras:+[$extras]}"
 }
+
+# The browser tests drive Debian's chromium through Playwright (never a downloaded browser build, never
+# `playwright install`): install the package when `chromium` is not on PATH.
+ensure_chromium() {
+    command -v chromium >/dev/null 2>&1 && return 0
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "chromium is not on PATH and apt-get is missing: install Chromium so that 'chromium' runs it;" \
+             "the browser tests skip without it" >&2
+        return 0
+    fi
+    echo "Installing Debian's chromium for the browser tests (apt-get install chromium)" >&2
+    $sudo apt-get install -y --no-install-recommends chromium >/dev/null \
+        || { $sudo apt-get update >/dev/null && $sudo apt-get install -y --no-install-recommends chromium >/dev/null; }
+}

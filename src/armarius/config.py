@@ -44,6 +44,10 @@ class Settings:
     research_invalid_request_limit: int = 5
     #: How long an idle HTTP connection is kept open for the client's next request.
     keep_alive_seconds: int = 65
+    #: A web login session ends after this many minutes without a request ...
+    web_session_idle_minutes: int = 60
+    #: ... and this many hours after the login, whatever its use.
+    web_session_max_hours: int = 12
     #: SQLite's ``synchronous`` pragma: "normal" (a commit survives a process crash) or "full"
     #: (it also survives a power loss or an OS crash, at the cost of an fsync per commit).
     sqlite_synchronous: str = "normal"
@@ -147,6 +151,10 @@ _KEYS = (
          _integer(1, SESSION_BUDGET_CEILING), f"a number of actions from 1 to {SESSION_BUDGET_CEILING}"),
     _Key("sessions", "retry_after_seconds", "session_retry_after_seconds", "ARMARIUS_SESSION_RETRY_AFTER_SECONDS",
          _integer(0, 86_400), "a number of seconds from 0 to 86400"),
+    _Key("web", "session_idle_minutes", "web_session_idle_minutes", "ARMARIUS_WEB_SESSION_IDLE_MINUTES",
+         _integer(1, 7 * 24 * 60), "a number of minutes from 1 to 10080"),
+    _Key("web", "session_max_hours", "web_session_max_hours", "ARMARIUS_WEB_SESSION_MAX_HOURS",
+         _integer(1, 30 * 24), "a number of hours from 1 to 720"),
     _Key("approvals", "ttl_seconds", "approval_ttl_seconds", "ARMARIUS_APPROVAL_TTL_SECONDS", _integer(1, 86_400),
          "a number of seconds from 1 to 86400"),
     _Key("audit", "key_file", "audit_key_file", "ARMARIUS_AUDIT_KEY_FILE", _path,

@@ -30,6 +30,7 @@ message: the agent surfaces append it, the human surfaces (CLI, web pages) word 
     ├── SessionBlocked        session_blocked      the research session is blocked until a human resumes it
     ├── SessionClosed         session_closed       the research session is closed (readable, no more queries)
     ├── PortInUse             port_in_use          the server's port is taken by another program
+    ├── TooManyAttempts       too_many_attempts    too many failed logins; wait before trying again
     └── InternalError         internal             anything unexpected (details are logged only)
 
 ``judgment_required`` is not an error: it is a normal result that writes nothing.
@@ -192,3 +193,7 @@ class SessionClosed(ArmariusError):
 
 class PortInUse(ArmariusError):
     code = _register("port_in_use", 503, 10, "The server's address and port are taken by another program.")
+
+
+class TooManyAttempts(ArmariusError):
+    code = _register("too_many_attempts", 429, 14, "Too many failed logins recently; wait before trying again.")

@@ -17,6 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.e2e.servers import free_port, read_json_document, run_cli, running, wait_until_healthy
+from tests.web.people import post_login
 
 pytestmark = pytest.mark.anyio
 
@@ -53,6 +54,12 @@ def test_demo_prints_credentials_once_and_a_client_configuration(demo: dict[str,
     assert demo["agent"]["token"].startswith("arm_")
     assert len(demo["admin"]["password"]) >= 16
     assert demo["http"]["mcpServers"]["armarius"]["url"] == demo["url"]
+    # The printed web address opens the login page, where the printed password logs the administrator in.
+    with httpx.Client(base_url=demo["web"], timeout=10) as browser:
+        assert browser.get("/").headers["location"].startswith("/login")
+        answer = post_login(browser, demo["admin"]["principal"], demo["admin"]["password"], demo["workspace"])
+        assert answer.status_code == 303, answer.text
+        assert browser.get("/").status_code == 200
     # A second run on the same folder never shows credentials again.
     again = run_cli("--json", "demo", "--no-serve", data_dir=Path(demo["data_dir"]))
     assert again.returncode == 0, again.stderr

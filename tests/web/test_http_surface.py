@@ -85,12 +85,13 @@ async def test_api_and_health(app: Armarius, base_url: str) -> None:
         health = await http.get(f"{base_url}/healthz")
         whoami = await http.get(f"{base_url}/api/whoami", headers={"Authorization": f"Bearer {team.agent_token}"})
         document = (await http.get(f"{base_url}/api/openapi.json")).json()
-        home = await http.get(f"{base_url}/")
+        home = await http.get(f"{base_url}/", follow_redirects=True)
     assert health.json() == {"status": "ok"}
     assert whoami.json()["principal"] == "alpha-agent"
     assert {"/api/whoami", "/api/workspace", "/healthz"} <= set(document["paths"])
     codes = document["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]["enum"]
     assert set(codes) == set(ERROR_CODES)
+    assert str(home.url).endswith("/login"), "the pages need a login"
     assert "Armarius" in home.text
 
 
@@ -103,9 +104,15 @@ async def test_the_api_root_lists_its_routes_and_the_openapi_document(app: Armar
     assert listed == set(document["paths"]) - {"/api", "/healthz"}
 
 
-def test_the_http_api_offers_no_identity_or_other_write_action() -> None:
-    """Identity actions on a network surface would need principals.manage (docs/security.md):
-    today the API only reads, and a new route that writes must revisit that."""
+def test_the_http_api_offers_no_identity_action_and_agents_no_write() -> None:
+    """Identity actions on a network surface would need principals.manage (docs/security.md): the API
+    offers none today. Its writes are people's decisions and their own web-session actions, each the twin of
+    a page's form (CSRF-checked); an agent token writes nothing over /api. A new route that writes must
+    revisit this."""
+    from armarius.auth.permissions import Kind
     from armarius.web.api import API_ROUTES
 
-    assert {route.method for route in API_ROUTES} == {"GET"}
+    writes = [route for route in API_ROUTES if route.method != "GET"]
+    assert ("POST", "/api/workspace") in {(route.method, route.path) for route in writes}
+    assert not [route.path for route in API_ROUTES if route.path.startswith(("/api/principals", "/api/tokens"))]
+    assert all(Kind.AGENT not in route.callers for route in writes)

@@ -196,6 +196,7 @@ def _demo_connection(cli: CliContext, url: str, password: str, token: str) -> di
     data_dir = str(cli.settings.data_dir)
     return {
         "data_dir": data_dir, "workspace": DEMO_WORKSPACE, "created": True, "url": url,
+        "web": url.removesuffix("/mcp") + "/",
         "admin": {"principal": DEMO_ADMIN, "password": password},
         "agent": {"principal": DEMO_AGENT, "role": Role.EDITOR.value, "token": token},
         "claude_code": f'claude mcp add --transport http armarius {url} --header "Authorization: Bearer {token}"',
@@ -228,7 +229,9 @@ def _demo_instructions(data: dict[str, Any]) -> str:
         "  Cursor over HTTP (.cursor/mcp.json):",
         *block(data["http"]),
         "",
-        "Review as the human (asks for the password above; scripts set ARMARIUS_PASSWORD):",
+        f"Review in the browser: {data['web']} (workspace '{data['workspace']}', principal '{DEMO_ADMIN}', "
+        "the password above)",
+        "Or from the CLI (asks for the password above; scripts set ARMARIUS_PASSWORD):",
         *(f"  {command}" for command in data["review"]),
         *_path_note(),
     ])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -13,17 +14,24 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from armarius.app import Armarius
 from armarius.auth.model import Actor
-from armarius.errors import ArmariusError, InternalError
+from armarius.auth.web_sessions import WebSessions
+from armarius.errors import ArmariusError, InternalError, NotFound, echo
 from armarius.mcp.server import build_server
-from armarius.web.api import api_routes
+from armarius.web.api import HUMAN_CALLER_SCOPE_KEY, api_routes
 from armarius.web.auth import actor_from_scope, authenticate
+from armarius.web.pages import page_routes
+from armarius.web.pages.gate import Web
 
 logger = logging.getLogger("armarius.web")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -57,9 +65,39 @@ def _quiet_client_disconnects() -> None:
         sdk_logger.addFilter(ClientDisconnectFilter())
 
 
-def error_response(error: ArmariusError) -> JSONResponse:
+#: On every response: no framing, no content sniffing, no foreign resources or form targets.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+class SecurityHeaders:
+    """Adds SECURITY_HEADERS to every HTTP response (a plain ASGI wrapper: streaming stays streaming)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def error_response(error: ArmariusError, *, for_agent: bool = True) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if error.http_status == 401 else None
-    return JSONResponse({"error": error.to_dict()}, status_code=error.http_status, headers=headers)
+    return JSONResponse({"error": error.to_dict(for_agent=for_agent)}, status_code=error.http_status,
+                        headers=headers)
 
 
 class McpEndpoint:
@@ -102,17 +140,26 @@ def create_web_app(app: Armarius) -> Starlette:
         else None
     )
     manager = StreamableHTTPSessionManager(app=build_server(app, _actor_of_request), security_settings=security)
+    sessions = WebSessions(app.database, app.directory,
+                           idle=timedelta(minutes=app.settings.web_session_idle_minutes),
+                           lifetime=timedelta(hours=app.settings.web_session_max_hours))
+    web = Web(app, sessions)
 
     async def healthz(_request: Request) -> JSONResponse:
         await anyio.to_thread.run_sync(app.health)
         return JSONResponse({"status": "ok"})
 
-    async def home(_request: Request) -> HTMLResponse:
-        return HTMLResponse(_HOME_PAGE)
-
-    async def armarius_error(_request: Request, exc: Exception) -> Response:
+    async def armarius_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ArmariusError)
-        return error_response(exc)
+        return error_response(exc, for_agent=not request.scope.get(HUMAN_CALLER_SCOPE_KEY))
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        """An unknown address: the error envelope under /api (and /mcp), a page elsewhere."""
+        assert isinstance(exc, HTTPException)
+        error = NotFound(f"There is nothing at {echo(request.url.path)}.")
+        if request.url.path == "/api" or request.url.path.startswith(("/api/", "/mcp")):
+            return error_response(error)
+        return await web.error_page_of(request, error)
 
     async def unexpected_error(_request: Request, exc: Exception) -> Response:
         logger.error("request failed unexpectedly", exc_info=exc)
@@ -124,27 +171,16 @@ def create_web_app(app: Armarius) -> Starlette:
             yield
 
     routes = [
-        Route("/", home, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
-        *api_routes(app),
+        *api_routes(app, sessions),
         Route("/mcp", McpEndpoint(app, manager), methods=["GET", "POST", "DELETE"]),
+        Mount("/static", StaticFiles(packages=[("armarius.web", "static")]), name="static"),
+        *page_routes(web),
     ]
     return Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={ArmariusError: armarius_error, Exception: unexpected_error},
+        middleware=[Middleware(SecurityHeaders)],
+        exception_handlers={ArmariusError: armarius_error, Exception: unexpected_error, 404: not_found},
     )
 
-
-_HOME_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Armarius</title></head>
-<body>
-<h1>Armarius</h1>
-<p>Governed memory and read-only research for AI agents.</p>
-<ul>
-<li>Agents connect over MCP at <code>/mcp</code> with <code>Authorization: Bearer &lt;agent token&gt;</code>.</li>
-<li>The JSON API is described at <a href="/api/openapi.json">/api/openapi.json</a>.</li>
-<li>The web review pages arrive in a later release; use the <code>armarius</code> CLI meanwhile.</li>
-</ul>
-</body></html>
-"""

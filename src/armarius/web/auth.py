@@ -1,4 +1,11 @@
-"""Bearer-token authentication for HTTP requests (agent tokens)."""
+"""Who is calling over HTTP: agents with bearer tokens, humans with the web session cookie.
+
+Agents present ``Authorization: Bearer <token>`` on /mcp and /api. Humans log in on the web pages
+(:mod:`armarius.web.pages.login`) and then carry the ``armarius_session`` cookie: HttpOnly,
+SameSite=Lax, Path=/, and Secure when the request came over https (directly, or through a proxy
+on this machine that sends ``X-Forwarded-Proto``, which uvicorn honours). An agent token never
+opens a page (:func:`refuse_agent_tokens`).
+"""
 
 from __future__ import annotations
 
@@ -8,13 +15,18 @@ import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import Scope
 
 from armarius.app import Armarius
 from armarius.auth.model import Actor
-from armarius.errors import Unauthenticated
+from armarius.auth.secrets import TOKEN_PREFIX
+from armarius.errors import NotAllowed, Unauthenticated
 
 ACTOR_SCOPE_KEY = "armarius.actor"
+#: The web login session's cookie (its value is the session secret; the store keeps its SHA-256).
+SESSION_COOKIE = "armarius_session"
 
 
 def bearer_token(headers: Headers) -> str:
@@ -42,3 +54,23 @@ def actor_from_scope(scope: Scope | Any) -> Actor:
     if not isinstance(actor, Actor):
         raise Unauthenticated("This request carries no authenticated principal.")
     return actor
+
+
+def refuse_agent_tokens(request: Request) -> None:
+    """Pages and forms are for humans who logged in: a bearer credential (or anything holding an agent
+    token) is refused, valid or not. Other schemes (a proxy's HTTP Basic login) are ignored."""
+    value = request.headers.get("authorization", "")
+    if value.split(" ", 1)[0].lower() == "bearer" or TOKEN_PREFIX in value:
+        raise NotAllowed("The web pages are for people who log in; agent tokens never open them. "
+                         "Agents use /mcp (and /api) with their token.", reason="agent_token_on_page")
+
+
+def set_session_cookie(response: Response, request: Request, secret: str) -> None:
+    """The login cookie: HttpOnly, SameSite=Lax, Path=/, Secure over https; no Max-Age (the store ends it)."""
+    response.set_cookie(SESSION_COOKIE, secret, path="/", httponly=True, samesite="lax",
+                        secure=request.url.scheme == "https")
+
+
+def clear_session_cookie(response: Response, request: Request) -> None:
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="lax",
+                           secure=request.url.scheme == "https")
