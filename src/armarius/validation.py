@@ -30,6 +30,19 @@ def check_storable(value: str, field: str) -> str:
     return value
 
 
+#: The longest text a listing's filter takes.
+FILTER_MAX = 200
+
+
+def check_filter(q: Any) -> str | None:
+    """A listing's text filter (``q``): None when blank, otherwise the text to find (case-insensitive)."""
+    if q is None or (isinstance(q, str) and not q.strip()):
+        return None
+    if not isinstance(q, str) or len(q) > FILTER_MAX:
+        raise InvalidInput(f"q is a text of up to {FILTER_MAX} characters to find.", field="q")
+    return check_storable(q, "q").strip()
+
+
 StrictValidator = validators.extend(
     Draft202012Validator,
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine(

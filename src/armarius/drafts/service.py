@@ -63,6 +63,7 @@ from armarius.memory.model import check_reason
 from armarius.memory.service import MemoryService, RememberRequest
 from armarius.store import Database, Row, Tx, UniqueViolation, iso_utc
 from armarius.textview import short_fingerprint
+from armarius.validation import check_filter
 
 OPERATION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _DRAFTS_TOPIC = 3001
@@ -153,7 +154,7 @@ class DraftService:
             raise InvalidInput(f"limit is from 1 to {PAGE_MAX}.", field="limit")
         if after is not None and (not isinstance(after, int) or isinstance(after, bool)):
             raise InvalidInput("after is the last proposal of the previous page (its next).", field="after")
-        needle = _needle(q)
+        needle = check_filter(q)
         now = self.clock()
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             rows = queries.proposals_page(tx, state=status, now=iso_utc(now), after=after, newest_first=newest_first,
@@ -443,14 +444,6 @@ def _proposal_item(row: Row, now: datetime) -> dict[str, Any]:
         "approval": approval,
     }
 
-
-def _needle(q: Any) -> str | None:
-    """A listing's text filter: None, or the text to find (case-insensitive), up to 200 characters."""
-    if q is None or (isinstance(q, str) and not q.strip()):
-        return None
-    if not isinstance(q, str) or len(q) > 200 or any(ch == "\x00" or 0xD800 <= ord(ch) <= 0xDFFF for ch in q):
-        raise InvalidInput("q is a text of up to 200 characters to find.", field="q")
-    return q.strip()
 
 
 def _draft_view(row: Row) -> dict[str, Any]:

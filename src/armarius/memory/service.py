@@ -34,6 +34,7 @@ from armarius.memory.model import (
 )
 from armarius.memory.snippets import snippet
 from armarius.store import Database, Tx, UniqueViolation, utc_now
+from armarius.validation import check_filter
 
 RECALL_MAX = 50
 _CREATE_TOPIC = 2001
@@ -391,7 +392,7 @@ class MemoryService:
         _check_limit(limit)
         if after is not None and not isinstance(after, str):
             raise InvalidInput("after is the last slug of the previous page (its next).", field="after")
-        needle = _needle(q)
+        needle = check_filter(q)
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             rows = queries.needs_review_page(tx, after=after, limit=limit + 1, contains=needle)
             items = []
@@ -499,14 +500,6 @@ def _check_limit(limit: Any) -> None:
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= LIST_MAX:
         raise InvalidInput(f"limit is from 1 to {LIST_MAX}.", field="limit")
 
-
-def _needle(q: Any) -> str | None:
-    """A listing's text filter: None, or the text to find (case-insensitive), up to 200 characters."""
-    if q is None or (isinstance(q, str) and not q.strip()):
-        return None
-    if not isinstance(q, str) or len(q) > 200 or any(ch == "\x00" or 0xD800 <= ord(ch) <= 0xDFFF for ch in q):
-        raise InvalidInput("q is a text of up to 200 characters to find.", field="q")
-    return q.strip()
 
 
 def _diff(slug: str, old: dict[str, Any], new: dict[str, Any], *, old_note: str = "", new_note: str = "") -> str:

@@ -47,6 +47,7 @@ from armarius.repairs.publish import apply_evidence, preflight, publish
 from armarius.repairs.receipts import receipt_folder, write_receipt, writing_receipts
 from armarius.sessions.service import SessionService
 from armarius.store import Database, Row, Tx, iso_utc
+from armarius.validation import check_filter
 
 if TYPE_CHECKING:
     from armarius.evidence.service import EvidenceService
@@ -176,7 +177,7 @@ class RepairService:
         for field, value in (("after", after), ("session", session)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
                 raise InvalidInput(f"{field} is a number.", field=field)
-        needle = _needle(q)
+        needle = check_filter(q)
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             rows = queries.repairs_page(tx, proposer_id=proposer, session_id=session, status=status, after=after,
                                         newest_first=newest_first, limit=limit + 1, contains=needle)
@@ -428,11 +429,3 @@ def _listing_scope(actor: Actor, status: str | None) -> int | None:
         raise InvalidInput(f"status is one of {', '.join(Status)}.", field="status")
     return None if actor.can(Permission.SESSIONS_MANAGE) else actor.principal_id
 
-
-def _needle(q: Any) -> str | None:
-    """A listing's text filter: None, or the text to find (case-insensitive), up to 200 characters."""
-    if q is None or (isinstance(q, str) and not q.strip()):
-        return None
-    if not isinstance(q, str) or len(q) > 200 or any(ch == "\x00" or 0xD800 <= ord(ch) <= 0xDFFF for ch in q):
-        raise InvalidInput("q is a text of up to 200 characters to find.", field="q")
-    return q.strip()

@@ -59,6 +59,7 @@ from armarius.sessions.model import (
     check_subject,
 )
 from armarius.store import Database, Row, Tx, iso_utc
+from armarius.validation import check_filter
 
 #: How many of the latest evidence records a session's summary lists.
 RECENT_EVIDENCE = 10
@@ -150,7 +151,7 @@ class SessionService:
             raise InvalidInput(f"limit is from 1 to {LIST_LIMIT}.", field="limit")
         if after is not None and (not isinstance(after, int) or isinstance(after, bool)):
             raise InvalidInput("after is the last session of the previous page (its next).", field="after")
-        needle = _needle(q)
+        needle = check_filter(q)
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             rows = queries.sessions_page(tx, owner_id=owner, status=status, after=after, newest_first=newest_first,
                                          limit=limit + 1, contains=needle)
@@ -676,11 +677,3 @@ def _listing_owner(actor: Actor, status: str | None, everyone: bool) -> int | No
         raise InvalidInput(f"status is one of {', '.join(Status)}.", field="status")
     return None if everyone and actor.can(Permission.SESSIONS_MANAGE) else actor.principal_id
 
-
-def _needle(q: Any) -> str | None:
-    """A listing's text filter: None, or the text to find (case-insensitive), up to 200 characters."""
-    if q is None or (isinstance(q, str) and not q.strip()):
-        return None
-    if not isinstance(q, str) or len(q) > 200 or any(ch == "\x00" or 0xD800 <= ord(ch) <= 0xDFFF for ch in q):
-        raise InvalidInput("q is a text of up to 200 characters to find.", field="q")
-    return q.strip()
