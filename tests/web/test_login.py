@@ -207,6 +207,21 @@ def test_unknown_pages_and_api_routes(app: Armarius, visitors: Visitors) -> None
     assert api.json()["error"]["code"] == "not_found"
 
 
+def test_a_changed_password_ends_the_persons_sessions(app: Armarius, settings: Settings, visitors: Visitors) -> None:
+    team = make_team(app)
+    person, other_tab = visitors.log_in_team(team), visitors.log_in_team(team)
+    assert person.whoami().status_code == other_tab.whoami().status_code == 200
+    app.directory.set_password("alpha-human", "a-new-password-of-length", by=OPERATOR)
+    assert person.whoami().status_code == other_tab.whoami().status_code == 401
+    assert person.http.get("/").headers["location"] == "/login"
+    with OwnerSQL(settings) as sql:
+        assert sql.rows("SELECT count(*) FROM web_sessions WHERE ended_at IS NULL")[0][0] == 0
+    changed = [event for event in audit.tail(app.database, None, 50) if event.action == "principal.password_changed"]
+    assert changed[-1].details == {"web_sessions_ended": 2}
+    assert visitors.log_in(f"{team.workspace}-human", "a-new-password-of-length", team.workspace).whoami().status_code \
+        == 200
+
+
 def test_a_withdrawn_membership_ends_the_session(app: Armarius, settings: Settings, visitors: Visitors) -> None:
     team = make_team(app)
     person = visitors.log_in_team(team)

@@ -121,7 +121,11 @@ class Directory:
             if principal.kind is not Kind.HUMAN:
                 raise InvalidInput("Only human principals have passwords.", principal=name)
             tx.execute("UPDATE principals SET password_hash = ? WHERE id = ?", (hash_password(password), principal.id))
-            audit.append(tx, actor=by, action="principal.password_changed", subject=name)
+            # Whoever logged in with the old password (perhaps the reason for the change) is logged out.
+            ended = tx.execute("UPDATE web_sessions SET ended_at = ? WHERE principal_id = ? AND ended_at IS NULL",
+                               (utc_now(), principal.id))
+            audit.append(tx, actor=by, action="principal.password_changed", subject=name,
+                         details={"web_sessions_ended": ended} if ended else {})
 
     def principals(self, workspace: str | None = None) -> list[tuple[Principal, dict[str, str]]]:
         """Principals with their role in each workspace (only ``workspace`` if given)."""
