@@ -15,10 +15,13 @@ import secrets
 from pathlib import Path
 
 
-def write_atomically(path: Path, content: bytes) -> None:
+def write_atomically(path: Path, content: bytes, *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``content``. ``mode``: exactly these permissions, set before the first byte is
+    written (a file holding a secret is never readable by others, not even for a moment); otherwise the
+    umask decides, as for any new file."""
     folder = path.parent
     _make_folder(folder)
-    temporary = _write_temporary(folder, path.name, content)
+    temporary = _write_temporary(folder, path.name, content, mode)
     try:
         os.replace(temporary, path)
     except BaseException:
@@ -42,10 +45,13 @@ def temporary_files(path: Path) -> list[str]:
     return sorted(found.name for found in folder.glob(f".{path.name}.*.tmp")) if folder.is_dir() else []
 
 
-def _write_temporary(folder: Path, name: str, content: bytes) -> Path:
+def _write_temporary(folder: Path, name: str, content: bytes, mode: int | None = None) -> Path:
     temporary = folder / f".{name}.{secrets.token_hex(6)}.tmp"
     try:
-        with open(temporary, "xb") as handle:
+        with os.fdopen(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if mode is not None else 0o666),
+                       "wb") as handle:
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
             handle.write(content)
             handle.flush()
             os.fsync(handle.fileno())

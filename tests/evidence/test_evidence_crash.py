@@ -44,8 +44,8 @@ real_temporary = files._write_temporary
 real_write = files.write_atomically
 
 
-def temporary_then_die(folder, name, content):
-    temporary = real_temporary(folder, name, content)
+def temporary_then_die(folder, name, content, *more):
+    temporary = real_temporary(folder, name, content, *more)
     if job["kill"] == "temporary_written":
         seen.update(temporary=temporary.name, temporary_holds_new=temporary.read_bytes() == content,
                     file_holds_new=path.read_bytes() == content)

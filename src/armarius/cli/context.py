@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 import shlex
 import shutil
 import sys
@@ -94,3 +95,12 @@ def read_secret_from_stdin() -> str:
     if not value:
         raise click.UsageError("expected the secret on standard input")
     return value
+
+
+def user_config_folder() -> Path:
+    """Where desktop applications keep their per-user configuration on this platform."""
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support"
+    if os.name == "nt":
+        return Path(os.environ.get("APPDATA") or Path.home() / "AppData" / "Roaming")
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")

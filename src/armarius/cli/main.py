@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from armarius.cli.audit import audit
+from armarius.cli.connect import connect
 from armarius.cli.context import CliContext
 from armarius.cli.drafts import approve, drafts
 from armarius.cli.evidence import evidence
@@ -74,8 +75,8 @@ def cli(ctx: click.Context, data_dir: Path | None, as_json: bool) -> None:
     ctx.obj = CliContext(data_dir=data_dir, as_json=as_json)
 
 
-for command in (init, serve, mcp, demo, workspace, principal, token, memory, approve, drafts, research, sessions,
-                evidence, audit):
+for command in (init, serve, mcp, demo, connect, workspace, principal, token, memory, approve, drafts, research,
+                sessions, evidence, audit):
     cli.add_command(command)
 for command in REPAIR_COMMANDS:
     memory.add_command(command)

@@ -18,6 +18,8 @@ import click
 from armarius.app import Armarius, initialize
 from armarius.auth.permissions import Kind, Role
 from armarius.auth.secrets import new_password
+from armarius.cli.connect import base_url as _base_url
+from armarius.cli.connect import claude_code_http, http_entry, stdio_entry
 from armarius.cli.context import CliContext, armarius_command, pass_cli
 from armarius.config import write_settings_file
 from armarius.errors import InvalidInput, NotFound, PortInUse
@@ -78,10 +80,6 @@ def listen(host: str, port: int) -> list[socket.socket]:
                            "(ports below 1024 need administrator rights).", field="port", host=host,
                            port=port) from None
     return sockets
-
-
-def _base_url(host: str, port: int) -> str:
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 @contextmanager
@@ -199,12 +197,9 @@ def _demo_connection(cli: CliContext, url: str, password: str, token: str) -> di
         "web": url.removesuffix("/mcp") + "/",
         "admin": {"principal": DEMO_ADMIN, "password": password},
         "agent": {"principal": DEMO_AGENT, "role": Role.EDITOR.value, "token": token},
-        "claude_code": f'claude mcp add --transport http armarius {url} --header "Authorization: Bearer {token}"',
-        "stdio": {"mcpServers": {"armarius": {
-            "command": sys.executable, "args": ["-m", "armarius", "--data-dir", data_dir, "mcp"],
-            "env": {"ARMARIUS_TOKEN": token},
-        }}},
-        "http": {"mcpServers": {"armarius": {"url": url, "headers": {"Authorization": f"Bearer {token}"}}}},
+        "claude_code": claude_code_http(url, token),
+        "stdio": {"mcpServers": {"armarius": stdio_entry(data_dir, token)}},
+        "http": {"mcpServers": {"armarius": http_entry(url, token)}},
         "review": [cli.command_line("memory", command, "--workspace", DEMO_WORKSPACE, "--as", DEMO_ADMIN,
                                     with_data_dir=True) for command in ("needs-review", "list")],
     }
