@@ -15,7 +15,6 @@ revision into the searched corpus from the store; it never fetches anything.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -44,7 +43,6 @@ from armarius.evidence.model import (
     step,
 )
 from armarius.memory.model import check_reason, check_title
-from armarius.research.captures import verify_capture
 from armarius.sessions.service import SessionService
 from armarius.store import Database, Row, Tx, UniqueViolation, iso_utc
 
@@ -184,8 +182,14 @@ class EvidenceService:
         if unknown:
             raise NotFound(f"Session {session_id} has no capture {unknown[0]}.", session=session_id,
                            captures=unknown)
+        found = sessions.capture_files(actor, session_id, wanted)
         folder = sessions.session_folder(actor.workspace, session_id)
-        documents = [(capture, self._capture(folder, session_id, capture)) for capture in wanted]
+        for capture in wanted:
+            if found[capture]["state"] != "ok":
+                raise Conflict(f"The capture file {folder / found[capture]['file']} is missing or altered: `armarius "
+                               f"sessions rebuild-files {session_id}` writes it again from the store.",
+                               session=session_id, capture=capture)
+        documents = [(capture, found[capture]["document"]) for capture in wanted]
         try:
             body = check_body(views.capture_body(session_id, history["subject"], documents))
         except InvalidInput as refusal:
@@ -435,14 +439,6 @@ class EvidenceService:
             raise Conflict(f"Evidence unit {echo(unit['name'])} is at revision {unit['revision']}; you read revision "
                            f"{revision}. What you saw is what is {what}: read the current revision, then decide.",
                            unit=unit["name"], current_revision=unit["revision"], revision=revision)
-
-    def _capture(self, folder: Path, session_id: int, capture_id: str) -> dict[str, Any]:
-        path = folder / f"{capture_id}.json"
-        if not path.is_file() or not verify_capture(path):
-            raise Conflict(f"The capture file {path} is missing or altered: `armarius sessions rebuild-files "
-                           f"{session_id}` writes it again from the store.", session=session_id, capture=capture_id)
-        document: dict[str, Any] = json.loads(path.read_bytes())
-        return document
 
     def _sessions(self) -> SessionService:
         if self.sessions is None:

@@ -22,13 +22,16 @@ Only a human resumes a blocked session, and only after ``retry_not_before``.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from armarius import files
 from armarius.audit import chain as audit
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
@@ -65,6 +68,8 @@ from armarius.validation import check_filter
 RECENT_EVIDENCE = 10
 #: The most sessions one listing returns.
 LIST_LIMIT = 200
+#: A capture's id: the SHA-256 of its content.
+CAPTURE_ID = re.compile("[0-9a-f]{64}")
 #: Refusals caused by the request itself: they count towards the invalid-request limit.
 _INVALID = (InvalidInput, NotFound)
 
@@ -381,6 +386,25 @@ class SessionService:
     def session_folder(self, workspace: str, session_id: int) -> Path:
         return self.evidence_dir / workspace / "sessions" / str(session_id) / "captures"
 
+    def capture_files(self, actor: Actor, session_id: int, capture_ids: Iterable[str], *,
+                      inline_max: int | None = None) -> dict[str, dict[str, Any]]:
+        """Captures of a session as their mirror files hold them, by id: ``state`` ok, missing or altered (the
+        bytes do not hash to the id), ``size`` in bytes and, when ok (and at most ``inline_max`` bytes), the
+        ``document``. Only captures the session's evidence records name (not_found otherwise)."""
+        wanted = list(dict.fromkeys(capture_ids))
+        if not all(isinstance(capture, str) and CAPTURE_ID.fullmatch(capture) for capture in wanted):
+            raise InvalidInput("A capture is named by its id: 64 lowercase hex digits.", field="capture")
+        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
+            self._readable(tx, actor, session_id)
+            recorded = {capture["capture_id"] for capture in queries.captures_of(tx, session_id)}
+        unknown = [capture for capture in wanted if capture not in recorded]
+        if unknown:
+            raise NotFound(f"Session {session_id} has no capture {unknown[0]}.", session=session_id,
+                           capture=unknown[0], captures=unknown)
+        folder = self.session_folder(actor.workspace, session_id)
+        return {capture: _capture_file(folder / f"{capture}.json", session_id, capture, inline_max)
+                for capture in wanted}
+
     def verify(self, actor: Actor, session_id: int) -> dict[str, Any]:
         """Check the session's capture files against their hashes and the store, and every evidence record
         against its capture. Reads only the store and the folder."""
@@ -677,3 +701,15 @@ def _listing_owner(actor: Actor, status: str | None, everyone: bool) -> int | No
         raise InvalidInput(f"status is one of {', '.join(Status)}.", field="status")
     return None if everyone and actor.can(Permission.SESSIONS_MANAGE) else actor.principal_id
 
+
+def _capture_file(path: Path, session_id: int, capture_id: str, inline_max: int | None) -> dict[str, Any]:
+    found: dict[str, Any] = {"session": session_id, "capture": capture_id, "file": path.name}
+    content = files.read_bytes(path)
+    if content is None:
+        return {**found, "state": "missing", "size": None}
+    if hashlib.sha256(content).hexdigest() != capture_id:
+        return {**found, "state": "altered", "size": len(content)}
+    found.update(state="ok", size=len(content))
+    if inline_max is None or len(content) <= inline_max:
+        found["document"] = json.loads(content)
+    return found

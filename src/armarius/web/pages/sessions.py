@@ -10,15 +10,13 @@ current role: **Resume** (``resume``: refused before ``retry_not_before``, the p
 **Take over** (``take_over``, administrators), **Raise budget** (``raise_budget``), **Close**
 (``close``) and **Rebuild files** (``rebuild_files``).
 
-Captures are read from the session's capture files (``SessionService.session_folder``), after
-``SessionService.history`` has said the person may read the session and that the capture is one of its
-records, and each file is checked against its id (the SHA-256 of its bytes): a missing or altered file
-is shown as such, never as the capture. The JSON is shown pretty-printed, escaped and revealed.
+Captures are read from the session's capture files through ``SessionService.capture_files`` (the person
+must be able to read the session, and the capture must be one of its records), each checked against its
+id (the SHA-256 of its bytes): a missing or altered file is shown as such, never as the capture. The JSON is shown pretty-printed, escaped and revealed.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -26,11 +24,10 @@ from typing import Any
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from armarius import files
 from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind, Permission
-from armarius.errors import Conflict, InvalidInput, NotFound
+from armarius.errors import Conflict
 from armarius.sessions.model import SUBJECT_MAX, Status
 from armarius.web.pages.gate import PAGE_SIZE, View, Web, paginate, whole_number
 from armarius.web.pages.repairs import ID_MAX, body_int, optional_number, text_schema
@@ -42,7 +39,6 @@ STATUSES = tuple(status.value for status in Status)
 CAPTURE_INLINE_MAX = 16 * 1024
 #: The largest budget a form or body may name (the service refuses above its configured ceiling).
 BUDGET_MAX = 1_000_000
-_HEX = frozenset("0123456789abcdef")
 
 
 def routes(web: Web) -> list[BaseRoute]:
@@ -75,42 +71,24 @@ def sessions_page(view: View) -> Response:
     return view.render("sessions/list.html", title="Sessions", listing=shown, statuses=STATUSES)
 
 
-def capture_of(app: Armarius, actor: Actor, session_id: int, capture_id: str, *,
-               history: dict[str, Any] | None = None, limit: int | None = None) -> dict[str, Any]:
-    """One capture of a session as its file holds it: ``state`` ok, missing or altered (its bytes do not hash
-    to its id), ``size`` in bytes and, when ok (and at most ``limit`` bytes), the ``document`` and its
-    pretty-printed ``text``. Only a capture one of the session's records names (not_found otherwise)."""
-    if len(capture_id) != 64 or not set(capture_id) <= _HEX:
-        raise InvalidInput("A capture is named by its id: 64 lowercase hex digits.", field="capture")
-    history = app.sessions.history(actor, session_id) if history is None else history
-    if all(record["capture"] != capture_id for record in history["evidence"]["records_list"]):
-        raise NotFound(f"Session {session_id} has no capture {capture_id}.", session=session_id, capture=capture_id)
-    path = app.sessions.session_folder(actor.workspace, session_id) / f"{capture_id}.json"
-    content = files.read_bytes(path)
-    found: dict[str, Any] = {"session": session_id, "capture": capture_id, "file": path.name}
-    if content is None:
-        return {**found, "state": "missing", "size": None}
-    if hashlib.sha256(content).hexdigest() != capture_id:
-        return {**found, "state": "altered", "size": len(content)}
-    found.update(state="ok", size=len(content))
-    if limit is None or len(content) <= limit:
-        document = json.loads(content)
-        found.update(document=document, text=json.dumps(document, ensure_ascii=False, indent=2, sort_keys=True))
+def capture_of(app: Armarius, actor: Actor, session_id: int, capture_id: str) -> dict[str, Any]:
+    """One capture of the session as its file holds it (``SessionService.capture_files``), with its text."""
+    return _with_text(app.sessions.capture_files(actor, session_id, [capture_id])[capture_id])
+
+
+def _with_text(found: dict[str, Any]) -> dict[str, Any]:
+    """The capture and, when its document is shown, the document pretty-printed."""
+    if "document" in found:
+        found["text"] = json.dumps(found["document"], ensure_ascii=False, indent=2, sort_keys=True)
     return found
 
 
 def _records(app: Armarius, actor: Actor, history: dict[str, Any], page: int) -> Any:
     """The page's evidence records, each with its capture (inline when small) and the record it repeats."""
     paging = paginate(history["evidence"]["records_list"], page)
-    shown: dict[str, dict[str, Any]] = {}
-    items = []
-    for record in paging.items:
-        capture = record["capture"]
-        if capture not in shown:
-            shown[capture] = capture_of(app, actor, history["session"], capture, history=history,
-                                        limit=CAPTURE_INLINE_MAX)
-        items.append({**record, "capture_view": shown[capture]})
-    return paging, items
+    shown = app.sessions.capture_files(actor, history["session"], [record["capture"] for record in paging.items],
+                                       inline_max=CAPTURE_INLINE_MAX)
+    return paging, [{**record, "capture_view": _with_text(shown[record["capture"]])} for record in paging.items]
 
 
 def _wait_seconds(retry_not_before: str | None) -> int:
