@@ -42,12 +42,9 @@ from armarius.web.pages import evidence as evidence_pages
 from armarius.web.pages import memory as memory_page
 from armarius.web.pages import repairs as repair_pages
 from armarius.web.pages import sessions as session_pages
-from armarius.web.pages.gate import whole_number
+from armarius.web.pages.gate import EVERYONE, HUMANS, optional_number, whole_number
 from armarius.web.pages.queue import KINDS, queue
 
-AGENTS = frozenset({Kind.AGENT})
-HUMANS = frozenset({Kind.HUMAN})
-EVERYONE = AGENTS | HUMANS
 #: The largest JSON body a route accepts.
 BODY_MAX_BYTES = 2 * 1024 * 1024
 CSRF_HEADER = "X-CSRF-Token"
@@ -249,7 +246,7 @@ def _text_query(name: str, maximum: int = 200) -> dict[str, Any]:
 
 
 def _optional_query_int(call: ApiCall, name: str) -> int | None:
-    return memory_page.optional_number(call.query.get(name, ""), name)
+    return optional_number(call.query.get(name, ""), name)
 
 
 _REVIEW_ROUTES = [

@@ -23,8 +23,7 @@ from armarius.app import Armarius
 from armarius.audit.listing import chain_status, events_page
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
-from armarius.web.pages.gate import PAGE_SIZE, View, Web
-from armarius.web.pages.memory import optional_number
+from armarius.web.pages.gate import PAGE_SIZE, View, Web, optional_number
 
 
 def routes(web: Web) -> list[BaseRoute]:

@@ -24,14 +24,13 @@ from starlette.routing import BaseRoute
 
 from armarius.app import Armarius
 from armarius.auth.model import Actor
-from armarius.auth.permissions import Kind, Permission
+from armarius.auth.permissions import Permission
 from armarius.evidence.model import BODY_MAX_BYTES
 from armarius.evidence.model import Status as UnitStatus
 from armarius.memory.model import REASON_MAX, SLUG_MAX, SLUG_PATTERN, TITLE_MAX
-from armarius.web.pages.gate import PAGE_SIZE, View, Web, whole_number
-from armarius.web.pages.repairs import ID_MAX, body_int, optional_number, text_schema
+from armarius.web.pages.gate import HUMANS, PAGE_SIZE, View, Web, body_int, optional_number, whole_number
+from armarius.web.pages.repairs import ID_MAX, text_schema
 
-HUMANS = frozenset({Kind.HUMAN})
 STATUSES = tuple(status.value for status in UnitStatus)
 
 

@@ -93,6 +93,7 @@ from starlette.routing import Route
 
 from armarius.app import Armarius
 from armarius.auth.model import Actor
+from armarius.auth.permissions import Kind
 from armarius.auth.web_sessions import Flash, WebSession, WebSessions, check_csrf
 from armarius.errors import ArmariusError, InternalError, InvalidInput, Unauthenticated
 from armarius.textview import REVEAL_NOTE
@@ -298,6 +299,23 @@ def paginate(items: Sequence[T], page: int, size: int = PAGE_SIZE) -> Paging[T]:
     page = min(max(1, page), pages)
     return Paging(items=list(items[(page - 1) * size:page * size]), page=page, pages=pages, total=len(items),
                   size=size)
+
+
+#: Who may call a JSON route (``ApiRoute.callers``): agents by their token, people by their login, or both.
+AGENTS = frozenset({Kind.AGENT})
+HUMANS = frozenset({Kind.HUMAN})
+EVERYONE = AGENTS | HUMANS
+
+
+def optional_number(raw: str | None, name: str) -> int | None:
+    """A whole number of at least 1 from a query or path, or None when absent (malformed: invalid_input)."""
+    return whole_number(raw, name, 1) if raw else None
+
+
+def body_int(call: Any, name: str) -> int:
+    """A whole number from a JSON body (JSON Schema counts 3.0 as an integer; the services want an int)."""
+    value = call.body[name]
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def whole_number(raw: str | None, name: str, default: int, *, minimum: int = 1) -> int:

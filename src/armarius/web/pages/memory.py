@@ -31,7 +31,8 @@ from armarius.auth.permissions import Permission
 from armarius.errors import InvalidInput, NotFound, echo
 from armarius.memory.model import REASON_MAX, check_slug
 from armarius.memory.service import RECALL_MAX
-from armarius.web.pages.gate import PAGE_SIZE, View, Web, whole_number
+from armarius.validation import check_storable
+from armarius.web.pages.gate import PAGE_SIZE, View, Web, optional_number, whole_number
 
 #: How many hits a search page shows (recall's best).
 SEARCH_RESULTS = 20
@@ -130,10 +131,9 @@ def text(value: Any, field: str, maximum: int = TEXT_MAX) -> str:
     """A text parameter as given ("" for none); refused when it is no text a database can hold or too long."""
     if value is None:
         return ""
-    if not isinstance(value, str) or len(value) > maximum or any(
-            char == "\x00" or 0xD800 <= ord(char) <= 0xDFFF for char in value):
+    if not isinstance(value, str) or len(value) > maximum:
         raise InvalidInput(f"{field} is a text of up to {maximum} characters.", field=field)
-    return value
+    return check_storable(value, field)
 
 
 def number(value: Any, field: str) -> int:
@@ -143,11 +143,6 @@ def number(value: Any, field: str) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
     return whole_number(value if isinstance(value, str) and value else "-", field, 1)
-
-
-def optional_number(raw: str, field: str) -> int | None:
-    """A whole number from a query parameter; None when it is absent or empty."""
-    return whole_number(raw, field, 1) if raw else None
 
 
 # Pages ------------------------------------------------------------------------------------------

@@ -30,14 +30,12 @@ from starlette.routing import BaseRoute
 
 from armarius.app import Armarius
 from armarius.auth.model import Actor
-from armarius.auth.permissions import Kind, Permission
+from armarius.auth.permissions import Permission
 from armarius.errors import NotFound
 from armarius.repairs.model import TEXT_MAX, Status, TargetKind
 from armarius.repairs.service import APPLIER
-from armarius.web.pages.gate import PAGE_SIZE, View, Web, whole_number
+from armarius.web.pages.gate import HUMANS, PAGE_SIZE, View, Web, optional_number, whole_number
 
-HUMANS = frozenset({Kind.HUMAN})
-EVERYONE = frozenset({Kind.HUMAN, Kind.AGENT})
 #: The statuses a listing may be filtered by.
 STATUSES = tuple(status.value for status in Status)
 #: Statuses that are not a success although something may have been written.
@@ -192,13 +190,6 @@ def text_schema(max_length: int, *, not_blank: bool = True, forbidden: str = "\\
     return schema
 
 
-def optional_number(raw: str | None, name: str) -> int | None:
-    """A whole number of at least 1 from a query or path, or None when absent (malformed: invalid_input)."""
-    if raw is None or raw == "":
-        return None
-    return whole_number(raw, name, 1)
-
-
 # The JSON twins (ApiRoute fields; spliced into armarius.web.api.API_ROUTES) --------------------------
 
 _ID = {"type": "integer", "minimum": 1, "maximum": ID_MAX}
@@ -236,12 +227,6 @@ _FULL = {"type": "object",
              "pending_operations": {"type": "array", "items": {"type": "object"}}}}
 _REPAIR_PATH = ({"name": "repair", "in": "path", "required": True, "schema": _ID},)
 _REFUSALS = ((404, "No such repair for this caller"), (409, "The repair's state does not allow it"))
-
-
-def body_int(call: Any, name: str) -> int:
-    """A whole number from a JSON body (JSON Schema counts 3.0 as an integer; the services want an int)."""
-    value = call.body[name]
-    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _repair_id(call: Any) -> int:

@@ -12,7 +12,8 @@ current role: **Resume** (``resume``: refused before ``retry_not_before``, the p
 
 Captures are read from the session's capture files through ``SessionService.capture_files`` (the person
 must be able to read the session, and the capture must be one of its records), each checked against its
-id (the SHA-256 of its bytes): a missing or altered file is shown as such, never as the capture. The JSON is shown pretty-printed, escaped and revealed.
+id (the SHA-256 of its bytes): a missing or altered file is shown as such, never as the capture. The JSON
+is shown pretty-printed, escaped and revealed.
 """
 
 from __future__ import annotations
@@ -26,14 +27,21 @@ from starlette.routing import BaseRoute
 
 from armarius.app import Armarius
 from armarius.auth.model import Actor
-from armarius.auth.permissions import Kind, Permission
+from armarius.auth.permissions import Permission
 from armarius.errors import Conflict
 from armarius.sessions.model import SUBJECT_MAX, Status
-from armarius.web.pages.gate import PAGE_SIZE, View, Web, paginate, whole_number
-from armarius.web.pages.repairs import ID_MAX, body_int, optional_number, text_schema
+from armarius.web.pages.gate import (
+    HUMANS,
+    PAGE_SIZE,
+    View,
+    Web,
+    body_int,
+    optional_number,
+    paginate,
+    whole_number,
+)
+from armarius.web.pages.repairs import ID_MAX, text_schema
 
-HUMANS = frozenset({Kind.HUMAN})
-EVERYONE = frozenset({Kind.HUMAN, Kind.AGENT})
 STATUSES = tuple(status.value for status in Status)
 #: A capture shown in full inside the session's page up to this many bytes; a larger one is linked.
 CAPTURE_INLINE_MAX = 16 * 1024
