@@ -268,7 +268,7 @@ def walk_chain(database: Database, chain: int, wanted: Collection[int] = ()) -> 
                 (chain, lowest, _VERIFY_BATCH),
             )
             for row in rows:
-                problem = _link_problem(row, expected_seq, prev_hash)
+                problem = link_problem(row, expected_seq, prev_hash)
                 if problem:
                     walk.problems.append(ChainBreak(chain, min(expected_seq, int(row["seq"])), problem))
                     broken = True
@@ -307,7 +307,7 @@ def _check_head(walk: ChainWalk, head: Mapping[str, Any] | None, last_hash: str)
                                                                  "it was replaced"))
 
 
-def _link_problem(row: Mapping[str, Any], expected_seq: int, prev_hash: str) -> str | None:
+def link_problem(row: Mapping[str, Any], expected_seq: int, prev_hash: str) -> str | None:
     if int(row["seq"]) < expected_seq:
         return f"event {row['seq']} lies before the start of the chain: it was added outside the log"
     if int(row["seq"]) != expected_seq:

@@ -182,12 +182,13 @@ class KeyedDatabase(Database):
         self.keyring = keyring
         self.dialect = database.dialect
 
-    def transaction(self, *, workspace_id: int | None = None, write: bool = False) -> AbstractContextManager[Tx]:
-        return self._signed(workspace_id, write)
+    def transaction(self, *, workspace_id: int | None = None, write: bool = False, snapshot: bool = False
+                    ) -> AbstractContextManager[Tx]:
+        return self._signed(workspace_id, write, snapshot)
 
     @contextmanager
-    def _signed(self, workspace_id: int | None, write: bool) -> Iterator[Tx]:
-        with self.inner.transaction(workspace_id=workspace_id, write=write) as tx:
+    def _signed(self, workspace_id: int | None, write: bool, snapshot: bool) -> Iterator[Tx]:
+        with self.inner.transaction(workspace_id=workspace_id, write=write, snapshot=snapshot) as tx:
             _signing[tx] = self.keyring
             try:
                 yield tx

@@ -21,6 +21,7 @@ from armarius.cli.repairs import COMMANDS as REPAIR_COMMANDS
 from armarius.cli.research import research
 from armarius.cli.server import demo, init, mcp, serve
 from armarius.cli.sessions import sessions
+from armarius.cli.transfer import export, import_group
 from armarius.errors import ArmariusError, InternalError
 
 logger = logging.getLogger("armarius.cli")
@@ -76,7 +77,7 @@ def cli(ctx: click.Context, data_dir: Path | None, as_json: bool) -> None:
 
 
 for command in (init, serve, mcp, demo, connect, workspace, principal, token, memory, approve, drafts, research,
-                sessions, evidence, audit):
+                sessions, evidence, import_group, export, audit):
     cli.add_command(command)
 for command in REPAIR_COMMANDS:
     memory.add_command(command)

@@ -53,11 +53,12 @@ def entries_by_slug_key(tx: Tx, key: str) -> list[Entry]:
     return [entry_from_row(row) for row in rows]
 
 
-def insert_entry(tx: Tx, *, slug: str, slug_key: str, title: str, body: str, tags: str, by: str, at: str) -> int:
+def insert_entry(tx: Tx, *, slug: str, slug_key: str, title: str, body: str, tags: str, by: str, at: str,
+                 revision: int = 1) -> int:
     row = tx.one(
         "INSERT INTO entries (workspace_id, slug, slug_key, title, body, search_body, tags, revision, created_at, "
-        "updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
-        (tx.require_workspace(), slug, slug_key, title, body, search_body(body), tags, at, at, by),
+        "updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (tx.require_workspace(), slug, slug_key, title, body, search_body(body), tags, revision, at, at, by),
     )
     assert row is not None
     entry_id = int(row["id"])

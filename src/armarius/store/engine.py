@@ -129,13 +129,16 @@ class Database(ABC):
     """A storage engine that opens transactions.
 
     ``transaction(workspace_id=..., write=...)`` scopes the transaction to a workspace and, for
-    writers, takes the engine's write lock where it has one (SQLite).
+    writers, takes the engine's write lock where it has one (SQLite). ``snapshot``: every statement of a
+    reader sees the same moment of the database (SQLite readers always do; PostgreSQL's default reads
+    each statement's own moment).
     """
 
     dialect: Dialect
 
     @abstractmethod
-    def transaction(self, *, workspace_id: int | None = None, write: bool = False) -> AbstractContextManager[Tx]:
+    def transaction(self, *, workspace_id: int | None = None, write: bool = False, snapshot: bool = False
+                    ) -> AbstractContextManager[Tx]:
         """Open a transaction; commit on a clean exit, roll back on an exception."""
 
     @abstractmethod
@@ -198,7 +201,9 @@ class SqliteDatabase(Database):
         return connection
 
     @contextmanager
-    def transaction(self, *, workspace_id: int | None = None, write: bool = False) -> Iterator[Tx]:
+    def transaction(self, *, workspace_id: int | None = None, write: bool = False, snapshot: bool = False
+                    ) -> Iterator[Tx]:
+        del snapshot  # a reader's transaction reads one snapshot of the WAL
         connection = self._connection()
         cursor = connection.cursor()
         try:
@@ -243,7 +248,8 @@ class PostgresDatabase(Database):
             raise StorageUnavailable("PostgreSQL cannot be reached with the configured URL.") from exc
 
     @contextmanager
-    def transaction(self, *, workspace_id: int | None = None, write: bool = False) -> Iterator[Tx]:
+    def transaction(self, *, workspace_id: int | None = None, write: bool = False, snapshot: bool = False
+                    ) -> Iterator[Tx]:
         # The pool's connection context commits on a clean exit and rolls back on an exception.
         with ExitStack() as stack:
             try:
@@ -252,19 +258,20 @@ class PostgresDatabase(Database):
                 raise StorageUnavailable("PostgreSQL cannot be reached; try again in a moment.") from exc
             del write  # no global write lock: check-then-write sequences lock the rows they check
             tx = Tx("postgresql", stack.enter_context(connection.cursor()), workspace_id)
-            tx.execute(_begin(workspace_id))
+            tx.execute(_begin(workspace_id, snapshot=snapshot))
             yield tx
 
     def close(self) -> None:
         self._pool.close()
 
 
-def _begin(workspace_id: int | None) -> str:
+def _begin(workspace_id: int | None, *, snapshot: bool = False) -> str:
     """Begin a transaction scoped to a workspace, in one round trip: two statements in one query string,
     which carries no bound parameters, so the id (an int) is written into it."""
+    begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if snapshot else "BEGIN"
     if workspace_id is None:
-        return "BEGIN"
-    return f"BEGIN; SELECT set_config('armarius.workspace_id', '{int(workspace_id)}', true)"
+        return begin
+    return f"{begin}; SELECT set_config('armarius.workspace_id', '{int(workspace_id)}', true)"
 
 
 def open_database(database_url: str | None, sqlite_path: Path, *, sqlite_synchronous: str = "normal") -> Database:

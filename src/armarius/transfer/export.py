@@ -1,0 +1,272 @@
+"""A workspace written out: JSONL with everything, or a folder of Markdown files; and read back.
+
+The JSONL file is one JSON object a line: a header, then one line per stored row of the workspace
+(``{"table": …, "row": {…}}``, tables in a fixed order, rows in key order), then an end line with
+the count per table and the SHA-256 of every line before it, so that a cut or edited file is
+known. Secrets never leave: sign-in sessions, token digests and sealed approval tokens are not
+workspace content (:data:`LEFT_OUT` says why for each table not written). Everything is read in
+one snapshot of the database.
+
+The folder holds ``armarius-export.json`` (the header and counts), ``entries/<slug>.md`` (front
+matter: slug, title, tags, revision, curated revision, needs review, last change), ``drafts/`` (each
+proposal and written draft with its status) and ``evidence/<unit>.md`` (each unit's latest
+revision, in its canonical form).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Iterator
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from armarius.audit.chain import GENESIS_HASH, link_problem
+from armarius.auth.model import Workspace
+from armarius.errors import InvalidInput
+from armarius.evidence.model import UnitFile, render
+from armarius.files import write_atomically
+from armarius.memory.model import check_slug
+from armarius.store import Database, Tx, utc_now
+from armarius.transfer.markdown import MANIFEST, render_note
+from armarius.transfer.model import Note, Plan, Problems, Revision, digest_of
+
+FORMAT = "armarius-export"
+FORMAT_VERSION = 1
+
+#: The workspace's tables an export holds, in this order: each with the order of its rows and the
+#: columns left out (what the store derives from the others).
+TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "entries": ("id", ("search_body",)),
+    "entry_revisions": ("entry_id, revision", ()),
+    "draft_proposals": ("id", ()),
+    "approvals": ("id", ("token_digest", "sealed_token")),
+    "drafts": ("id", ()),
+    "operations": ("operation_id", ()),
+    "captures": ("capture_id", ()),
+    "sessions": ("id", ()),
+    "session_checkpoints": ("session_id, seq", ()),
+    "session_inputs": ("session_id, revision", ()),
+    "evidence_records": ("session_id, seq", ()),
+    "session_facts": ("session_id, revision, seq", ()),
+    "evidence_units": ("id", ()),
+    "evidence_revisions": ("unit_id, revision", ()),
+    "repairs": ("id", ()),
+    "repair_events": ("repair_id, seq", ()),
+    "pending_operations": ("id", ()),
+    "audit_events": ("seq", ()),
+    "audit_heads": ("workspace_id", ()),
+}
+
+#: Every other table of the store, and why an export of a workspace leaves it out.
+LEFT_OUT = {
+    "workspaces": "the export's header names the workspace",
+    "principals": "identities of the whole installation; revisions and events name their actors",
+    "memberships": "who may act here is the installation's, not the content's",
+    "agent_tokens": "secrets (token digests)",
+    "web_sessions": "secrets (sign-in cookies)",
+    "login_attempts": "sign-in throttling of the installation",
+    "entry_tags": "derived from the entries' tags",
+    "entry_links": "derived from the entries' bodies",
+    "entry_word_maps": "a search index, derived from the entries",
+    "entry_search": "a search index, derived from the entries",
+    "evidence_search": "a search index, derived from the units",
+    "session_reservations": "actions of running server processes",
+    "schema_migrations": "the store's, not the workspace's",
+    "audit_chains": "the store's record of which chains are signed",
+    "audit_legacy_events": "the store's record of events from before the log was signed",
+}
+
+
+def _plain(value: Any) -> Any:
+    """A stored value as JSON: timestamps as ISO text, bytes as base64."""
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"base64": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, Decimal):
+        return int(value) if value == int(value) else float(value)
+    raise TypeError(f"cannot export a {type(value).__name__}")
+
+
+def _line(record: dict[str, Any]) -> bytes:
+    return json.dumps(record, ensure_ascii=False, sort_keys=True, default=_plain).encode("utf-8") + b"\n"
+
+
+def _rows(tx: Tx, table: str) -> Iterator[dict[str, Any]]:
+    order, left_out = TABLES[table]
+    for row in tx.all(f"SELECT * FROM {table} WHERE workspace_id = ? ORDER BY {order}", (tx.require_workspace(),)):
+        yield {key: value for key, value in row.items() if key not in left_out}
+
+
+def write_jsonl(database: Database, workspace: Workspace, path: Path, *, schema_version: int) -> dict[str, int]:
+    """Write the export file (atomically); the count of rows per table."""
+    header = {"type": FORMAT, "version": FORMAT_VERSION, "workspace": workspace.name, "exported_at": utc_now(),
+              "schema_version": schema_version}
+    lines, counts, sha = [_line(header)], {}, hashlib.sha256()
+    with database.transaction(workspace_id=workspace.id, snapshot=True) as tx:
+        for table in TABLES:
+            counts[table] = 0
+            for row in _rows(tx, table):
+                lines.append(_line({"table": table, "row": row}))
+                counts[table] += 1
+    for line in lines:
+        sha.update(line)
+    lines.append(_line({"type": "end", "counts": counts, "sha256": sha.hexdigest()}))
+    write_atomically(path, b"".join(lines), mode=0o600)
+    return counts
+
+
+def write_folder(database: Database, workspace: Workspace, folder: Path, *, schema_version: int
+                 ) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """Write the export folder (it must be new or empty); the count of files of each kind and the entries
+    written (their rows)."""
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise InvalidInput(f"{folder} exists and is not an empty folder; name a new folder for the export.",
+                           field="output")
+    counts = {"entries": 0, "drafts": 0, "evidence": 0}
+    with database.transaction(workspace_id=workspace.id, snapshot=True) as tx:
+        entries = list(_rows(tx, "entries"))
+        proposals, drafts = list(_rows(tx, "draft_proposals")), list(_rows(tx, "drafts"))
+        units = {row["id"]: row for row in _rows(tx, "evidence_units")}
+        latest = {row["unit_id"]: row for row in _rows(tx, "evidence_revisions")}
+    for entry in entries:
+        meta = {"slug": entry["slug"], "title": entry["title"], "tags": json.loads(entry["tags"]),
+                "revision": entry["revision"], "curated_revision": entry["curated_revision"],
+                "curated_by": entry["curated_by"], "needs_review": bool(entry["needs_review"]),
+                "updated_at": _plain_text(entry["updated_at"]), "updated_by": entry["updated_by"]}
+        _write(folder / "entries" / f"{entry['slug']}.md", render_note(meta, entry["body"]))
+        counts["entries"] += 1
+    for kind, rows in (("proposal", proposals), ("draft", drafts)):
+        for row in rows:
+            meta = {"kind": kind, **{key: _plain_text(value) for key, value in row.items()
+                                     if key not in ("text", "workspace_id", "collection_public_key")}}
+            _write(folder / "drafts" / f"{kind}-{row['id']}-{row['slug'].replace('/', '--')}.md",
+                   render_note(meta, row["text"]))
+            counts["drafts"] += 1
+    for unit_id, unit in units.items():
+        revision = latest[unit_id]
+        content = render(UnitFile(name=unit["name"], title=revision["title"], revision=revision["revision"],
+                                  provenance=tuple(json.loads(revision["provenance"])),
+                                  lineage=tuple(json.loads(revision["lineage"])), body=revision["body"]))
+        _write(folder / "evidence" / f"{unit['name']}.md", content.decode("utf-8"))
+        counts["evidence"] += 1
+    manifest = {"type": FORMAT, "version": FORMAT_VERSION, "workspace": workspace.name, "exported_at": utc_now(),
+                "schema_version": schema_version, "counts": counts}
+    _write(folder / MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=2) + "\n")
+    return counts, entries
+
+
+def _plain_text(value: Any) -> Any:
+    return _plain(value) if isinstance(value, (datetime, date)) else value
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    path.chmod(0o600)
+
+
+# Reading an export back -----------------------------------------------------------------------
+
+
+def read_records(path: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """The header and the rows per table of an export file, checked whole: a cut, edited or foreign file
+    is refused naming its line, before anything is imported."""
+    lines = path.read_bytes().split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    problems, sha = Problems(), hashlib.sha256()
+    header: dict[str, Any] = {}
+    tables: dict[str, list[dict[str, Any]]] = {table: [] for table in TABLES}
+    end: dict[str, Any] | None = None
+    for number, raw in enumerate(lines, 1):
+        where = f"{path.name} line {number}"
+        record = _record(raw)
+        if number == 1:
+            if record.get("type") != FORMAT or record.get("version") != FORMAT_VERSION:
+                problems.add(where, f"not an Armarius export (format {FORMAT} version {FORMAT_VERSION})")
+                break
+            header = record
+        elif end is not None:
+            problems.add(where, "a line after the end line")
+            break
+        elif record.get("type") == "end":
+            end = record
+            continue
+        elif record.get("table") in TABLES and isinstance(record.get("row"), dict):
+            tables[record["table"]].append(record["row"])
+        else:
+            problems.add(where, "neither a row of an exported table nor the end line: the file was cut or edited")
+            break
+        sha.update(raw + b"\n")
+    if not problems.found:
+        _check_end(end, sha.hexdigest(), tables, f"{path.name} line {len(lines)}", problems)
+    problems.raise_if_any(path.name)
+    return header, tables
+
+
+def _record(raw: bytes) -> dict[str, Any]:
+    """The line's object; an empty one when the line is not a JSON object."""
+    try:
+        record = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _check_end(end: dict[str, Any] | None, sha256: str, tables: dict[str, list[dict[str, Any]]], where: str,
+               problems: Problems) -> None:
+    if end is None:
+        problems.add(where, "no end line after it: the file was cut short")
+    elif end.get("sha256") != sha256:
+        problems.add(where, "the lines do not match the end line's SHA-256: the file was edited")
+    elif end.get("counts") != {table: len(rows) for table, rows in tables.items()}:
+        problems.add(where, "the rows do not match the end line's counts")
+
+
+def chain_problems(tables: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Whether the exported audit chain links up, event by event, to its head (no key needed)."""
+    seq, prev_hash = 0, GENESIS_HASH
+    for event in tables["audit_events"]:
+        problem = link_problem(event, seq + 1, prev_hash)
+        if problem is not None:
+            return [f"audit event {event['seq']}: {problem}"]
+        seq, prev_hash = int(event["seq"]), event["hash"]
+    if any((int(head["seq"]), head["hash"]) != (seq, prev_hash) for head in tables["audit_heads"]):
+        return ["the audit head does not match the last exported event"]
+    return []
+
+
+def read_export(path: Path, *, prefix: str = "") -> Plan:
+    """An export's entries with every revision, as notes to import."""
+    header, tables = read_records(path)
+    problems = Problems()
+    plan = Plan(kind="armarius", source=path.name, digest=digest_of(path.read_bytes()))
+    history: dict[Any, list[Revision]] = {}
+    for row in tables["entry_revisions"]:
+        history.setdefault(row["entry_id"], []).append(Revision(
+            title=row["title"], body=row["body"], tags=tuple(json.loads(row["tags"])), reason=row["reason"],
+            author=row["author"], created_at=str(row["created_at"]), overrode_curated=bool(row["overrode_curated"])))
+    for row in tables["entries"]:
+        where = f"{path.name} entry {row['slug']!r}"
+        revisions = tuple(history.get(row["id"], ()))
+        try:
+            slug = check_slug(prefix + row["slug"])
+        except InvalidInput as error:
+            problems.add(where, error.message)
+            continue
+        if len(revisions) != row["revision"]:
+            problems.add(where, f"{len(revisions)} revisions exported for revision {row['revision']}")
+            continue
+        plan.notes.append(Note(slug=slug, title=row["title"], body=row["body"], tags=tuple(json.loads(row["tags"])),
+                               origin=where, history=revisions,
+                               curated_in_source=row["curated_revision"] is not None
+                               and row["curated_revision"] == row["revision"]))
+    if header.get("workspace"):
+        plan.source = f"{path.name} (workspace {header['workspace']})"
+    problems.raise_if_any(path.name)
+    return plan

@@ -1,0 +1,149 @@
+"""What an import brings: notes with their slugs, the renames and notices, and the problems found.
+
+Names from elsewhere become slugs by one rule (:func:`slugify`), deterministically, so that a
+re-run of the same import arrives at the same slugs and changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+from armarius.errors import InvalidInput
+from armarius.memory.model import SLUG_MAX, TAG_PATTERN, TAGS_MAX, TITLE_MAX
+
+#: How many problems an error message lists (all of them are in its details).
+PROBLEMS_SHOWN = 20
+_NOT_SLUG = re.compile(r"[^a-z0-9]+")
+_NOT_TAG = re.compile(r"[^a-z0-9._:-]+")
+_INVISIBLE = ("Cc", "Cf", "Zl", "Zp")
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One revision as another Armarius store recorded it (imports of an Armarius export keep history)."""
+
+    title: str
+    body: str
+    tags: tuple[str, ...]
+    reason: str | None
+    author: str
+    created_at: str
+    overrode_curated: bool = False
+
+
+@dataclass(frozen=True)
+class Note:
+    """One entry to be: its content, where it came from, and (from an Armarius export) its history."""
+
+    slug: str
+    title: str
+    body: str
+    tags: tuple[str, ...]
+    origin: str
+    history: tuple[Revision, ...] = ()
+    curated_in_source: bool = False
+
+
+@dataclass
+class Plan:
+    """A source read whole and checked: what an import would write."""
+
+    kind: str
+    source: str
+    digest: str
+    notes: list[Note] = field(default_factory=list)
+    #: Every name or path that did not become its slug unchanged: {"origin", "name", "slug"}.
+    renamed: list[dict[str, str]] = field(default_factory=list)
+    #: What was kept in another form or left out, one line each (links to nothing, tags changed).
+    notices: list[str] = field(default_factory=list)
+
+
+class Problems:
+    """The problems found reading a source, each naming its file and line; raised together."""
+
+    def __init__(self) -> None:
+        self.found: list[str] = []
+
+    def add(self, where: str, message: str) -> None:
+        self.found.append(f"{where}: {message}")
+
+    def raise_if_any(self, source: str) -> None:
+        if not self.found:
+            return
+        shown = self.found[:PROBLEMS_SHOWN]
+        more = len(self.found) - len(shown)
+        raise InvalidInput(
+            f"{len(self.found)} problem{'s' if len(self.found) != 1 else ''} in {source}; nothing was imported. "
+            + "; ".join(shown) + (f"; and {more} more" if more else ""),
+            field="source", problems=self.found,
+        )
+
+
+def digest_of(*chunks: bytes) -> str:
+    sha = hashlib.sha256()
+    for chunk in chunks:
+        sha.update(len(chunk).to_bytes(8, "big"))
+        sha.update(chunk)
+    return sha.hexdigest()
+
+
+def slug_segment(text: str) -> str:
+    """Lowercase Latin letters and digits joined by '-' (accents dropped; other scripts fall away)."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    return _NOT_SLUG.sub("-", ascii_text.lower()).strip("-")
+
+
+def slugify(text: str, *, separator: str | None = None) -> str:
+    """A valid slug for ``text`` (path segments split at ``separator``); text with no Latin letters or
+    digits gets ``note-`` and a short hash of itself."""
+    parts = text.split(separator) if separator else [text]
+    segments = [segment for segment in map(slug_segment, parts) if segment]
+    slug = "/".join(segments)
+    if len(slug) > SLUG_MAX:
+        slug = slug[:SLUG_MAX].rstrip("-/")
+    return slug or "note-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+class SlugBook:
+    """Unique slugs in the order names arrive: a second name with the same slug gets '-2', '-3', …"""
+
+    def __init__(self, prefix: str = "") -> None:
+        self.prefix = prefix
+        self.taken: set[str] = set()
+
+    def assign(self, wanted: str) -> str:
+        base = (self.prefix + wanted)[:SLUG_MAX]
+        slug, number = base, 1
+        while slug in self.taken:
+            number += 1
+            suffix = f"-{number}"
+            slug = base[:SLUG_MAX - len(suffix)].rstrip("-/") + suffix
+        self.taken.add(slug)
+        return slug
+
+
+def clean_title(text: str, fallback: str) -> str:
+    """One line of at most TITLE_MAX characters, invisible characters dropped."""
+    line = " ".join("".join(" " if unicodedata.category(ch) in _INVISIBLE else ch for ch in text).split())
+    return (line or fallback)[:TITLE_MAX].strip() or fallback
+
+
+def clean_tags(values: list[Any], where: str, plan: Plan) -> tuple[str, ...]:
+    """Tags as Armarius keeps them ('#Project/Alpha' becomes 'project:alpha'); what changes is noted."""
+    tags: list[str] = []
+    for value in values:
+        text = str(value).strip().lstrip("#").lower().replace("/", ":")
+        tag = _NOT_TAG.sub("-", text).strip("-._:")[:64]
+        if not tag or not TAG_PATTERN.fullmatch(tag):
+            plan.notices.append(f"{where}: tag {str(value)!r} left out (no letters or digits)")
+            continue
+        if tag not in tags:
+            tags.append(tag)
+    if len(tags) > TAGS_MAX:
+        plan.notices.append(f"{where}: {len(tags)} tags; the first {TAGS_MAX} kept")
+        tags = tags[:TAGS_MAX]
+    return tuple(sorted(tags))

@@ -1,0 +1,137 @@
+"""Imports: a plan read from a source, checked, then written in one transaction (or only counted).
+
+Each note becomes an entry of the acting human's workspace:
+- a slug that is free: a new entry (an Armarius export's entry with every revision it had);
+- an entry with the same title, body and tags: unchanged (so a re-run changes nothing);
+- an entry that is not curated: a new revision with the imported content (the old stays in history);
+- a curated entry with other content: never overwritten. The import is refused, naming each such
+  entry, unless the human asks to keep them as they are (``skip_curated``).
+
+An import never curates and skips the duplicate judgment (a human chose to bring these notes in);
+every entry written has its audit event, and the whole import one more (``memory.imported``) with
+its counts and the source's SHA-256.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from armarius.audit import chain as audit
+from armarius.auth.model import Actor
+from armarius.auth.permissions import Permission
+from armarius.errors import ArmariusError, Conflict
+from armarius.memory import queries
+from armarius.memory.model import (
+    MemoryLimits,
+    check_body,
+    check_reason,
+    check_slug,
+    check_tags,
+    check_title,
+    parse_links,
+    slug_key,
+)
+from armarius.memory.service import MemoryService, RememberRequest
+from armarius.store import Database, Tx, utc_now
+from armarius.transfer.model import Note, Plan, Problems, Revision
+
+#: How many names of each outcome an answer lists (the counts are always complete).
+LISTED = 200
+
+
+class _DryRun(Exception):
+    """Rolls a dry run's transaction back after everything was counted."""
+
+
+@dataclass
+class ImportService:
+    database: Database
+    memory: MemoryService
+    limits: MemoryLimits
+
+    def run(self, actor: Actor, plan: Plan, *, dry_run: bool = False, skip_curated: bool = False,
+            progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+        actor.require_human(Permission.MEMORY_WRITE)
+        self._check(plan)
+        outcomes: dict[str, list[str]] = {"created": [], "updated": [], "unchanged": [], "curated_kept": []}
+        operation = "op_" + uuid.uuid4().hex
+        try:
+            with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
+                for note in plan.notes:
+                    outcomes[self._write(tx, actor, note, operation)].append(note.slug)
+                    if progress is not None:
+                        progress(1)
+                kept = outcomes["curated_kept"]
+                if kept and not skip_curated:
+                    raise Conflict(
+                        f"{len(kept)} curated {'entry has' if len(kept) == 1 else 'entries have'} other content than "
+                        f"the import: {', '.join(kept[:20])}. A human reviewed them, so an import never "
+                        "overwrites them; nothing was imported. Import with skip_curated (--skip-curated) to keep "
+                        "them as they are and import the rest, or move them aside first.",
+                        curated=kept)
+                counts = {key: len(names) for key, names in outcomes.items()}
+                if counts["created"] or counts["updated"]:
+                    audit.append(tx, actor=actor.audit_name, action="memory.imported", subject=plan.source, details={
+                        "kind": plan.kind, "sha256": plan.digest, "operation": operation, **counts})
+                if dry_run:
+                    raise _DryRun
+        except _DryRun:
+            pass
+        return {
+            "kind": plan.kind, "source": plan.source, "sha256": plan.digest, "dry_run": dry_run,
+            "written": not dry_run and bool(counts["created"] or counts["updated"]), "counts": counts,
+            **{key: names[:LISTED] for key, names in outcomes.items() if key != "unchanged"},
+            "renamed": plan.renamed[:LISTED], "renamed_count": len(plan.renamed),
+            "notices": plan.notices[:LISTED], "notices_count": len(plan.notices),
+            "curated_in_source": [note.slug for note in plan.notes if note.curated_in_source][:LISTED],
+        }
+
+    def _check(self, plan: Plan) -> None:
+        """Every note's content as remember would check it, before anything is written."""
+        problems = Problems()
+        for note in plan.notes:
+            try:
+                check_slug(note.slug)
+                for revision in note.history or (note,):
+                    check_title(revision.title)
+                    check_body(revision.body, self.limits)
+                    check_tags(list(revision.tags))
+                    if isinstance(revision, Revision):
+                        check_reason(revision.reason)
+            except ArmariusError as error:
+                problems.add(note.origin, error.message)
+        problems.raise_if_any(plan.source)
+
+    def _write(self, tx: Tx, actor: Actor, note: Note, operation: str) -> str:
+        entry = queries.entry_by_slug(tx, note.slug, lock=True)
+        if entry is None:
+            self._create(tx, actor, note, operation)
+            return "created"
+        if (entry.title, entry.body, entry.tags) == (note.title, note.body, note.tags):
+            return "unchanged"
+        if entry.curated:
+            return "curated_kept"
+        self.memory.remember(actor, RememberRequest(
+            slug=note.slug, title=note.title, body=note.body, tags=list(note.tags),
+            reason=f"imported from {note.origin}"[:2000]), within=tx)
+        return "updated"
+
+    def _create(self, tx: Tx, actor: Actor, note: Note, operation: str) -> None:
+        now = utc_now()
+        history = note.history or (Revision(title=note.title, body=note.body, tags=note.tags,
+                                            reason=f"imported from {note.origin}"[:2000], author=actor.audit_name,
+                                            created_at=now),)
+        entry_id = queries.insert_entry(tx, slug=note.slug, slug_key=slug_key(note.slug), title=note.title,
+                                        body=note.body, tags=queries.encode_tags(note.tags), by=actor.audit_name,
+                                        at=now, revision=len(history))
+        for number, revision in enumerate(history, 1):
+            queries.insert_revision(tx, entry_id, number, title=revision.title, body=revision.body,
+                                    tags=queries.encode_tags(revision.tags), reason=revision.reason,
+                                    operation_id=operation, author=revision.author, at=revision.created_at,
+                                    overrode_curated=revision.overrode_curated)
+        queries.replace_tags_and_links(tx, entry_id, note.tags, parse_links(note.body), new_entry=True)
+        audit.append(tx, actor=actor.audit_name, action="memory.created", subject=note.slug,
+                     details={"revision": len(history), "operation": operation, "imported_from": note.origin})
