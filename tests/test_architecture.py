@@ -17,6 +17,7 @@ LAYERS: dict[str, int] = {
     "audit": 3,
     "auth": 4,
     "memory": 5, "drafts": 5, "sessions": 5, "research": 5, "evidence": 5, "repairs": 5,
+    "transfer": 5,
     "app": 6,
     "mcp": 7,
     "web": 8,  # hosts /mcp next to the API

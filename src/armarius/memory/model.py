@@ -56,6 +56,19 @@ class Entry:
                 "needs_review": self.needs_review, "tags": list(self.tags), "updated_at": self.updated_at}
 
 
+@dataclass(frozen=True)
+class PastRevision:
+    """A revision as it was recorded elsewhere (an import from another Armarius store keeps history)."""
+
+    title: str
+    body: str
+    tags: tuple[str, ...]
+    reason: str | None
+    author: str
+    created_at: str
+    overrode_curated: bool = False
+
+
 def check_slug(slug: Any, field: str = "slug") -> str:
     if not isinstance(slug, str) or len(slug) > SLUG_MAX or not SLUG_PATTERN.fullmatch(slug):
         raise InvalidInput(

@@ -21,8 +21,10 @@ from armarius.evidence.service import EvidenceService
 from armarius.memory import queries
 from armarius.memory.duplicates import find_duplicates
 from armarius.memory.model import (
+    REASON_MAX,
     Entry,
     MemoryLimits,
+    PastRevision,
     check_body,
     check_reason,
     check_slug,
@@ -261,6 +263,35 @@ class MemoryService:
         if needs_review:
             result["needs_review"] = True
         return result
+
+    def write_imported(self, tx: Tx, actor: Actor, *, slug: str, title: str, body: str, tags: tuple[str, ...],
+                       history: tuple[PastRevision, ...], origin: str, operation: str) -> str:
+        """One imported note, within the importer's write transaction (its content checked already):
+        ``created`` (with ``history`` when it has one), ``unchanged``, ``updated`` (a new revision), or
+        ``curated_kept`` (a curated entry with other content, left as it is). Never curates."""
+        entry = queries.entry_by_slug(tx, slug, lock=True)
+        reason = f"imported from {origin}"[:REASON_MAX]
+        if entry is not None:
+            if (entry.title, entry.body, entry.tags) == (title, body, tags):
+                return "unchanged"
+            if entry.curated:
+                return "curated_kept"
+            self.remember(actor, RememberRequest(slug=slug, title=title, body=body, tags=list(tags), reason=reason),
+                          within=tx)
+            return "updated"
+        now = utc_now()
+        revisions = history or (PastRevision(title, body, tags, reason, actor.audit_name, now),)
+        entry_id = queries.insert_entry(tx, slug=slug, slug_key=slug_key(slug), title=title, body=body,
+                                        tags=queries.encode_tags(tags), by=actor.audit_name, at=now,
+                                        revision=len(revisions))
+        for number, past in enumerate(revisions, 1):
+            queries.insert_revision(tx, entry_id, number, title=past.title, body=past.body,
+                                    tags=queries.encode_tags(past.tags), reason=past.reason, operation_id=operation,
+                                    author=past.author, at=past.created_at, overrode_curated=past.overrode_curated)
+        queries.replace_tags_and_links(tx, entry_id, tags, parse_links(body), new_entry=True)
+        audit.append(tx, actor=actor.audit_name, action="memory.created", subject=slug,
+                     details={"revision": len(revisions), "operation": operation, "imported_from": origin})
+        return "created"
 
     # Human operations --------------------------------------------------------------------------
 

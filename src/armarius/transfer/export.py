@@ -29,10 +29,10 @@ from armarius.auth.model import Workspace
 from armarius.errors import InvalidInput
 from armarius.evidence.model import UnitFile, render
 from armarius.files import write_atomically
-from armarius.memory.model import check_slug
+from armarius.memory.model import PastRevision, check_slug
 from armarius.store import Database, Tx, utc_now
 from armarius.transfer.markdown import MANIFEST, render_note
-from armarius.transfer.model import Note, Plan, Problems, Revision, digest_of
+from armarius.transfer.model import Note, Plan, Problems, digest_of
 
 FORMAT = "armarius-export"
 FORMAT_VERSION = 1
@@ -246,9 +246,9 @@ def read_export(path: Path, *, prefix: str = "") -> Plan:
     header, tables = read_records(path)
     problems = Problems()
     plan = Plan(kind="armarius", source=path.name, digest=digest_of(path.read_bytes()))
-    history: dict[Any, list[Revision]] = {}
+    history: dict[Any, list[PastRevision]] = {}
     for row in tables["entry_revisions"]:
-        history.setdefault(row["entry_id"], []).append(Revision(
+        history.setdefault(row["entry_id"], []).append(PastRevision(
             title=row["title"], body=row["body"], tags=tuple(json.loads(row["tags"])), reason=row["reason"],
             author=row["author"], created_at=str(row["created_at"]), overrode_curated=bool(row["overrode_curated"])))
     for row in tables["entries"]:

@@ -13,26 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from armarius.errors import InvalidInput
-from armarius.memory.model import SLUG_MAX, TAG_PATTERN, TAGS_MAX, TITLE_MAX
+from armarius.memory.model import SLUG_MAX, TAG_PATTERN, TAGS_MAX, TITLE_MAX, PastRevision
 
 #: How many problems an error message lists (all of them are in its details).
 PROBLEMS_SHOWN = 20
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
 _NOT_TAG = re.compile(r"[^a-z0-9._:-]+")
 _INVISIBLE = ("Cc", "Cf", "Zl", "Zp")
-
-
-@dataclass(frozen=True)
-class Revision:
-    """One revision as another Armarius store recorded it (imports of an Armarius export keep history)."""
-
-    title: str
-    body: str
-    tags: tuple[str, ...]
-    reason: str | None
-    author: str
-    created_at: str
-    overrode_curated: bool = False
 
 
 @dataclass(frozen=True)
@@ -44,7 +31,7 @@ class Note:
     body: str
     tags: tuple[str, ...]
     origin: str
-    history: tuple[Revision, ...] = ()
+    history: tuple[PastRevision, ...] = ()
     curated_in_source: bool = False
 
 

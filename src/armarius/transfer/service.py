@@ -23,20 +23,18 @@ from armarius.audit import chain as audit
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
 from armarius.errors import ArmariusError, Conflict
-from armarius.memory import queries
 from armarius.memory.model import (
     MemoryLimits,
+    PastRevision,
     check_body,
     check_reason,
     check_slug,
     check_tags,
     check_title,
-    parse_links,
-    slug_key,
 )
-from armarius.memory.service import MemoryService, RememberRequest
-from armarius.store import Database, Tx, utc_now
-from armarius.transfer.model import Note, Plan, Problems, Revision
+from armarius.memory.service import MemoryService
+from armarius.store import Database
+from armarius.transfer.model import Plan, Problems
 
 #: How many names of each outcome an answer lists (the counts are always complete).
 LISTED = 200
@@ -61,7 +59,10 @@ class ImportService:
         try:
             with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
                 for note in plan.notes:
-                    outcomes[self._write(tx, actor, note, operation)].append(note.slug)
+                    outcome = self.memory.write_imported(tx, actor, slug=note.slug, title=note.title, body=note.body,
+                                                         tags=note.tags, history=note.history, origin=note.origin,
+                                                         operation=operation)
+                    outcomes[outcome].append(note.slug)
                     if progress is not None:
                         progress(1)
                 kept = outcomes["curated_kept"]
@@ -99,39 +100,8 @@ class ImportService:
                     check_title(revision.title)
                     check_body(revision.body, self.limits)
                     check_tags(list(revision.tags))
-                    if isinstance(revision, Revision):
+                    if isinstance(revision, PastRevision):
                         check_reason(revision.reason)
             except ArmariusError as error:
                 problems.add(note.origin, error.message)
         problems.raise_if_any(plan.source)
-
-    def _write(self, tx: Tx, actor: Actor, note: Note, operation: str) -> str:
-        entry = queries.entry_by_slug(tx, note.slug, lock=True)
-        if entry is None:
-            self._create(tx, actor, note, operation)
-            return "created"
-        if (entry.title, entry.body, entry.tags) == (note.title, note.body, note.tags):
-            return "unchanged"
-        if entry.curated:
-            return "curated_kept"
-        self.memory.remember(actor, RememberRequest(
-            slug=note.slug, title=note.title, body=note.body, tags=list(note.tags),
-            reason=f"imported from {note.origin}"[:2000]), within=tx)
-        return "updated"
-
-    def _create(self, tx: Tx, actor: Actor, note: Note, operation: str) -> None:
-        now = utc_now()
-        history = note.history or (Revision(title=note.title, body=note.body, tags=note.tags,
-                                            reason=f"imported from {note.origin}"[:2000], author=actor.audit_name,
-                                            created_at=now),)
-        entry_id = queries.insert_entry(tx, slug=note.slug, slug_key=slug_key(note.slug), title=note.title,
-                                        body=note.body, tags=queries.encode_tags(note.tags), by=actor.audit_name,
-                                        at=now, revision=len(history))
-        for number, revision in enumerate(history, 1):
-            queries.insert_revision(tx, entry_id, number, title=revision.title, body=revision.body,
-                                    tags=queries.encode_tags(revision.tags), reason=revision.reason,
-                                    operation_id=operation, author=revision.author, at=revision.created_at,
-                                    overrode_curated=revision.overrode_curated)
-        queries.replace_tags_and_links(tx, entry_id, note.tags, parse_links(note.body), new_entry=True)
-        audit.append(tx, actor=actor.audit_name, action="memory.created", subject=note.slug,
-                     details={"revision": len(history), "operation": operation, "imported_from": note.origin})
