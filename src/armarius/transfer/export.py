@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from datetime import date, datetime
 from decimal import Decimal
@@ -165,9 +166,10 @@ def _plain_text(value: Any) -> Any:
 
 
 def _write(path: Path, text: str) -> None:
+    """A new file readable only by its owner from the first byte (an export holds the workspace's knowledge)."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    path.chmod(0o600)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 # Reading an export back -----------------------------------------------------------------------

@@ -38,6 +38,9 @@ MANIFEST = "armarius-export.json"
 #: A file larger than this is refused before it is read (an entry's body holds far less).
 FILE_MAX_BYTES = 16 * 1024 * 1024
 _FENCES = ("---", "...")
+#: PyYAML's safe loader and dumper, in C when PyYAML was built with libyaml.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]|#\n]*)(#[^\[\]|\n]*)?(?:\|([^\[\]\n]*))?\]\]")
 _HEADING = re.compile(r"^# +(.+?)\s*#*\s*$", re.MULTILINE)
 
@@ -112,7 +115,7 @@ def split_front_matter(text: str, where: str, problems: Problems) -> tuple[dict[
         problems.add(f"{where} line 1", "front matter opened with '---' is never closed by a line '---'")
         return None, ""
     try:
-        meta = yaml.safe_load("\n".join(lines[1:end]))
+        meta = yaml.load("\n".join(lines[1:end]), Loader=_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = 2 + (mark.line if mark is not None else 0)
@@ -163,5 +166,5 @@ def _link(match: re.Match[str], *, names: dict[str, str], prefix: str, where: st
 
 def render_note(meta: dict[str, Any], body: str) -> str:
     """A note with front matter, as the folder reader reads it back."""
-    front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000)
+    front = yaml.dump(meta, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000)
     return f"---\n{front}---\n\n{body}"
