@@ -118,7 +118,7 @@ def split_front_matter(text: str, where: str, problems: Problems) -> tuple[dict[
         meta = yaml.load("\n".join(lines[1:end]), Loader=_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
-        line = 2 + (mark.line if mark is not None else 0)
+        line = min(2 + (mark.line if mark is not None else 0), end)  # an error at its end: its last line
         problems.add(f"{where} line {line}", f"front matter is not valid YAML ({getattr(error, 'problem', error)})")
         return None, ""
     if meta is None:
