@@ -13,6 +13,7 @@ import click
 from armarius.cli.audit import audit
 from armarius.cli.connect import connect
 from armarius.cli.context import CliContext
+from armarius.cli.doctor import doctor
 from armarius.cli.drafts import approve, drafts
 from armarius.cli.evidence import evidence
 from armarius.cli.identity import principal, token, workspace
@@ -77,7 +78,7 @@ def cli(ctx: click.Context, data_dir: Path | None, as_json: bool) -> None:
 
 
 for command in (init, serve, mcp, demo, connect, workspace, principal, token, memory, approve, drafts, research,
-                sessions, evidence, import_group, export, audit):
+                sessions, evidence, import_group, export, audit, doctor):
     cli.add_command(command)
 for command in REPAIR_COMMANDS:
     memory.add_command(command)

@@ -1,0 +1,350 @@
+"""`armarius doctor` through the real CLI, on both engines: each problem named with its fix, and nothing changed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import stat
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pymysql
+import pytest
+
+from armarius.app import initialize
+from armarius.cli.doctor import masked_url
+from armarius.config import Settings
+from armarius.store.schema import latest_version
+from tests.audit.tamper import append_forged, forged_event
+from tests.cli.test_cli import Cli
+from tests.conftest import PG_ADMIN_URL, PostgresDatabase, service_missing
+from tests.helpers import OwnerSQL
+from tests.research.repos import Repo, build_repo, source_entry, write_config
+from tests.research.world import (
+    PASSWORD_VARIABLE,
+    build_sqlite_world,
+    database_entry,
+    mariadb_world,
+    password_environ,
+)
+
+RESEARCH = "research.toml"
+MISSING_COMMIT = "1234567890abcdef1234567890abcdef12345678"
+URL_SECRET = "doctor-url-s3cret"
+
+
+def doctor(settings: Settings, **env: str) -> tuple[int, dict[str, Any]]:
+    """Run `armarius --json doctor`; its exit code and its report."""
+    run = Cli(settings)
+    run.env = run.env | env
+    result = run("--json", "doctor")
+    assert result.stdout, result.stderr
+    assert URL_SECRET not in result.stdout + result.stderr
+    return result.exit_code, json.loads(result.stdout)
+
+
+def checks(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    assert report["ok"] == all(check["ok"] for check in report["checks"])
+    return {check["name"]: check for check in report["checks"]}
+
+
+def problems(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {name: check for name, check in checks(report).items() if not check["ok"]}
+
+
+def state(settings: Settings) -> dict[str, Any]:
+    """What the doctor must leave as it was: the data folder's files, modes and bytes, and the database."""
+    folder = settings.data_dir
+    files = {path.name: (stat.S_IMODE(path.stat().st_mode), hashlib.sha256(path.read_bytes()).hexdigest())
+             for path in sorted(folder.iterdir())}
+    with OwnerSQL(settings) as owner:
+        rows = [*owner.rows("SELECT version, name FROM schema_migrations ORDER BY version"),
+                *owner.rows("SELECT workspace_id, seq, hash, mac FROM audit_events ORDER BY workspace_id, seq"),
+                *owner.rows("SELECT id, name FROM workspaces ORDER BY id")]
+    return {"folder": stat.S_IMODE(folder.stat().st_mode), "files": files, "rows": rows}
+
+
+@pytest.fixture
+def store(settings: Settings) -> Settings:
+    """A store with a workspace and a principal in it, so that the audit log has events in two chains."""
+    run = Cli(settings)
+    assert run("workspace", "add", "alpha").exit_code == 0
+    assert run("principal", "add", "bot", "--kind", "agent", "--workspace", "alpha", "--role", "editor").exit_code == 0
+    return settings
+
+
+def with_research(settings: Settings, sources: Sequence[dict[str, Any]] = (),
+                  databases: Sequence[dict[str, Any]] = ()) -> Settings:
+    write_config(settings.data_dir / RESEARCH, sources, databases=databases)
+    return replace(settings, research_config=Path(RESEARCH))
+
+
+def research_env(**env: str) -> dict[str, str]:
+    return {"ARMARIUS_RESEARCH_CONFIG": RESEARCH, **env}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Repo:
+    return build_repo(tmp_path / "repo")
+
+
+# A healthy installation -------------------------------------------------------------------------------
+
+
+def test_a_healthy_store_passes_every_check(store: Settings, repo: Repo, tmp_path: Path) -> None:
+    world = build_sqlite_world(tmp_path / "world.sqlite")
+    settings = with_research(store, [source_entry(repo)], [database_entry(world)])
+    before, repo_before = state(settings), repo.state()
+    env = research_env()
+    if settings.database_url:  # a password in the URL, which the trusting test server does not ask for
+        env["ARMARIUS_DATABASE_URL"] = settings.database_url.replace("@", f":{URL_SECRET}@", 1)
+    code, report = doctor(settings, **env)
+    assert code == 0, report
+    assert report["ok"] is True
+    found = checks(report)
+    expected = ["configuration", "data folder", "audit key file", "database",
+                *(["database role", "row-level security"] if settings.database_url else []),
+                "research source app", "research database world", "audit log"]
+    assert list(found) == expected
+    assert all("fix" not in check for check in found.values())
+    assert f"schema at version {latest_version('postgresql' if settings.database_url else 'sqlite')}" in (
+        found["database"]["detail"])
+    assert repo.pin[:12] in found["research source app"]["detail"]
+    assert found["audit log"]["detail"].endswith(" events in 2 chains verify")
+    if settings.database_url:
+        assert found["database"]["detail"].startswith("PostgreSQL postgresql://")
+        assert ":***@127.0.0.1" in found["database"]["detail"]
+        assert URL_SECRET not in json.dumps(report)
+    assert state(settings) == before
+    assert repo.state() == repo_before
+
+
+def test_the_text_report_has_one_line_per_check(store: Settings) -> None:
+    run = Cli(store)
+    result = run("doctor")
+    assert result.exit_code == 0
+    *lines, summary = result.stdout.splitlines()
+    assert all(line.startswith("ok ") for line in lines)
+    assert summary == f"All {len(lines)} checks passed."
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("postgresql://app:pw@db.internal:5432/armarius", "postgresql://app:***@db.internal:5432/armarius"),
+    ("postgresql://app:p%40ss@w@db/armarius?sslmode=require", "postgresql://app:***@db/armarius?sslmode=require"),
+    ("postgres://app@db/armarius?password=pw&sslmode=verify-full",
+     "postgres://app@db/armarius?password=***&sslmode=verify-full"),
+    ("postgresql://db/armarius", "postgresql://db/armarius"),
+])
+def test_masked_urls_keep_everything_but_the_password(url: str, shown: str) -> None:
+    assert masked_url(url) == shown
+
+
+# Problems ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "path", "mode", "wanted"), [
+    ("data folder", "", 0o755, "chmod 700"),
+    ("audit key file", "audit.key", 0o644, "chmod 600"),
+])
+def test_a_data_folder_or_key_others_can_read(store: Settings, name: str, path: str, mode: int, wanted: str) -> None:
+    target = store.data_dir / path
+    target.chmod(mode)
+    before = state(store)
+    code, report = doctor(store)
+    assert code == 1
+    assert list(problems(report)) == [name]
+    assert problems(report)[name]["detail"] == f"{target}: its mode is {mode:o}: group and others have access"
+    assert problems(report)[name]["fix"] == f"{wanted} {target}"
+    assert state(store) == before
+    assert stat.S_IMODE(target.stat().st_mode) == mode
+
+
+@pytest.mark.parametrize("ahead", [False, True], ids=["behind", "ahead"])
+def test_a_schema_behind_or_ahead_of_this_code(store: Settings, ahead: bool) -> None:
+    latest = latest_version("postgresql" if store.database_url else "sqlite")
+    with OwnerSQL(store) as owner:
+        if ahead:
+            owner.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'future', 'now')",
+                          (latest + 1,))
+        else:
+            owner.execute("DELETE FROM schema_migrations WHERE version = ?", (latest,))
+    before = state(store)
+    code, report = doctor(store)
+    assert code == 1
+    found = problems(report)
+    assert list(found) == ["database", "audit log"]
+    assert found["audit log"]["detail"] == "not checked: the database check failed"
+    if ahead:
+        assert f"at version {latest + 1}, newer than this Armarius ({latest})" in found["database"]["detail"]
+        assert found["database"]["fix"].startswith("Upgrade Armarius")
+    else:
+        assert f"lacks migration {latest}" in found["database"]["detail"]
+        assert found["database"]["fix"].endswith(f" --data-dir {store.data_dir} init` (with the same database "
+                                                 "settings) migrates it.")
+    assert state(store) == before
+
+
+def test_a_folder_without_a_database_is_left_as_it_was(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data")
+    settings.data_dir.mkdir(mode=0o700)
+    code, report = doctor(settings)
+    assert code == 1
+    assert list(problems(report)) == ["audit key file", "database", "audit log"]
+    assert problems(report)["database"]["detail"] == f"there is no SQLite file {settings.sqlite_path}"
+    assert list(settings.data_dir.iterdir()) == []
+    settings.sqlite_path.touch()  # a fresh, empty SQLite file: at version 0
+    code, report = doctor(settings)
+    assert code == 1
+    assert "lacks migration 1, " in problems(report)["database"]["detail"]
+    assert sorted(path.name for path in settings.data_dir.iterdir()) == ["armarius.sqlite3"]
+    assert settings.sqlite_path.stat().st_size == 0
+
+
+def test_a_pinned_commit_or_repository_that_does_not_exist(store: Settings, repo: Repo, tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    world = build_sqlite_world(tmp_path / "world.sqlite")
+    settings = with_research(store, [source_entry(repo), {**source_entry(repo, "moved"), "commit": MISSING_COMMIT},
+                                     {**source_entry(repo, "gone"), "repository": str(gone)}], [database_entry(world)])
+    before, repo_before = state(settings), repo.state()
+    code, report = doctor(settings, **research_env())
+    assert code == 1
+    found = checks(report)
+    assert found["research source app"]["ok"] is True
+    assert list(problems(report)) == ["research source moved", "research source gone", "research databases"]
+    moved = found["research source moved"]
+    assert moved["detail"] == f"the pinned commit {MISSING_COMMIT} is not in {repo.path}"
+    assert moved["fix"].startswith(f"git -C {repo.path} fetch origin {MISSING_COMMIT} ")
+    assert f"git -C {repo.path} rev-parse HEAD" in moved["fix"]
+    assert found["research source gone"]["fix"].startswith(f"git clone https://git.example.invalid/gone.git {gone}")
+    assert found["research databases"]["detail"] == "not checked: the research source check failed"
+    assert state(settings) == before
+    assert repo.state() == repo_before
+    assert not gone.exists()
+
+
+def test_an_unreachable_research_database(store: Settings, tmp_path: Path) -> None:
+    password = "doctor-research-s3cret"
+    down = {"name": "down", "dialect": "mariadb", "host": "127.0.0.1", "port": 1, "database": "world",
+            "user": "reader", "password_env": PASSWORD_VARIABLE, "snapshot": "down-1", "tables": ["creature_template"]}
+    world = build_sqlite_world(tmp_path / "world.sqlite")
+    settings = with_research(store, databases=[down, database_entry(world)])
+    before = state(settings)
+    run = Cli(settings)
+    run.env = run.env | research_env(**{PASSWORD_VARIABLE: password})
+    result = run("--json", "doctor")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert checks(report)["research database world"]["ok"] is True
+    assert list(problems(report)) == ["research database down"]
+    problem = problems(report)["research database down"]
+    assert problem["detail"] == ("mariadb reader@127.0.0.1:1/world: The database 'down' cannot be reached or refused "
+                                 "the login.")
+    assert problem["fix"].endswith("`mariadb -h 127.0.0.1 -P 1 -u reader -p world -e 'SELECT 1'`.")
+    assert password not in result.stdout + result.stderr
+    assert state(settings) == before
+
+
+@pytest.mark.mariadb
+def test_a_research_database_answers_with_its_read_only_account_only(store: Settings) -> None:
+    try:
+        world = mariadb_world()
+        server = world.__enter__()
+    except pymysql.err.OperationalError as error:
+        service_missing("MariaDB", error)
+    try:
+        settings = with_research(store, databases=[database_entry(server)])
+        code, report = doctor(settings, **research_env(**password_environ(server)))
+        assert code == 0, report
+        assert checks(report)["research database world"]["detail"] == (
+            f"mariadb {server.reader_user}@{server.host}:{server.port}/{server.database} answers")
+        wrong = "wrong-" + secrets.token_hex(8)
+        run = Cli(settings)
+        run.env = run.env | research_env(**{PASSWORD_VARIABLE: wrong})
+        result = run("doctor")
+        assert result.exit_code == 1
+        assert f"PROBLEM  research database world: mariadb {server.reader_user}@" in result.stdout
+        for secret in (wrong, server.reader_password or "?"):
+            assert secret not in result.stdout + result.stderr
+    finally:
+        world.__exit__(None, None, None)
+
+
+def test_a_tampered_audit_event(store: Settings) -> None:
+    with OwnerSQL(store) as owner:
+        append_forged(owner, 0, forged_event())
+    before = state(store)
+    code, report = doctor(store)
+    assert code == 1
+    assert list(problems(report)) == ["audit log"]
+    problem = problems(report)["audit log"]
+    assert problem["detail"].startswith("1 finding(s); the first, in chain 0 at event ")
+    assert f"--data-dir {store.data_dir} audit verify` lists every finding" in problem["fix"]
+    assert state(store) == before
+
+
+def test_a_broken_settings_file_is_named_not_a_traceback(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data")
+    settings.data_dir.mkdir(mode=0o700)
+    settings.config_file.write_text("[server\nport = 1\n", encoding="utf-8")
+    run = Cli(settings)
+    result = run("doctor")
+    assert result.exit_code == 1
+    assert result.stdout.startswith(f"PROBLEM  configuration: The settings file {settings.config_file} is not valid "
+                                    "TOML")
+    assert f"fix: Correct {settings.config_file} (docs/configuration.md" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+    code, report = doctor(settings)
+    assert (code, list(problems(report)), len(report["checks"])) == (1, ["configuration"], 1)
+
+
+# PostgreSQL: the server role --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def own_role(postgres_database: PostgresDatabase, tmp_path: Path) -> Settings:
+    """A migrated database whose login role is its own, so that a test may change the role."""
+    settings = Settings(data_dir=tmp_path / "data", database_url=postgres_database.app_url,
+                        database_migrate_url=postgres_database.owner_url)
+    initialize(settings)
+    return settings
+
+
+def role_attributes(role: str) -> tuple[Any, ...]:
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
+        row = connection.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+@pytest.mark.postgres
+def test_a_runtime_role_with_bypassrls(own_role: Settings, postgres_database: PostgresDatabase) -> None:
+    role = postgres_database.app_role
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
+        connection.execute(f'ALTER ROLE "{role}" BYPASSRLS')
+    before = state(own_role)
+    code, report = doctor(own_role)
+    assert code == 1
+    assert list(problems(report)) == ["database role"]
+    problem = problems(report)["database role"]
+    assert problem["detail"].startswith(f"{role}: The server's PostgreSQL role bypasses row-level security")
+    assert f"ALTER ROLE \"{role}\" NOSUPERUSER NOBYPASSRLS;" in problem["fix"]
+    assert role_attributes(role) == (False, True)
+    assert state(own_role) == before
+
+
+@pytest.mark.postgres
+def test_a_workspace_table_without_forced_row_level_security(own_role: Settings) -> None:
+    with OwnerSQL(own_role) as owner:
+        owner.execute("ALTER TABLE entries NO FORCE ROW LEVEL SECURITY")
+    code, report = doctor(own_role)
+    assert code == 1
+    assert list(problems(report)) == ["row-level security"]
+    problem = problems(report)["row-level security"]
+    assert problem["detail"].startswith("not forced on entries:")
+    assert problem["fix"].endswith("ALTER TABLE entries ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;")
+    with OwnerSQL(own_role) as owner:
+        assert owner.rows("SELECT relforcerowsecurity FROM pg_class WHERE relname = 'entries'") == [(False,)]
