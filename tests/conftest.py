@@ -23,6 +23,7 @@ import pytest
 from armarius.app import Armarius, initialize, open_app
 from armarius.auth import secrets as password_secrets
 from armarius.config import Settings
+from tests import scale
 
 PG_ADMIN_URL = os.environ.get("ARMARIUS_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REQUIRE_SERVICES = os.environ.get("ARMARIUS_REQUIRE_SERVICES") == "1"
@@ -241,6 +242,23 @@ def app(settings: Settings) -> Iterator[Armarius]:
     application = open_app(settings)
     yield application
     application.close()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--reliability-scale", choices=("ci", "local"), default="ci",
+                     help="How hard the reliability and security suites push: ci (small, the default) or local.")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    scale.SCALE["name"] = config.getoption("--reliability-scale")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The counts of the reliability and security suites (cases, kills, clients, rounds)."""
+    if scale.COUNTS:
+        terminalreporter.section(f"reliability and security, scale {scale.SCALE['name']}")
+        for what, count in sorted(scale.COUNTS.items()):
+            terminalreporter.line(f"{count:>10,}  {what}")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
