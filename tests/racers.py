@@ -14,7 +14,9 @@ it must be importable by name (defined at the top level of a module).
 from __future__ import annotations
 
 import multiprocessing
+import random
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +28,8 @@ from armarius.config import Settings
 from armarius.errors import ArmariusError
 
 TIMEOUT = 60
+#: How far apart racer threads start after the barrier, at most.
+JITTER_SECONDS = 0.0005
 
 Outcome = dict[str, Any]
 #: One racer's part in a round: the round number, then the arguments of its attempt.
@@ -63,6 +67,10 @@ class ThreadRacers:
     def _run(self, task: Task) -> Outcome:
         _, *arguments = task
         self.barrier.wait()
+        # The thread that passes the barrier last runs first; SQLite writers of one process then queue on
+        # the store's writer lock in that order. A jitter shorter than one write lets a different racer
+        # arrive first from round to round, while they still overlap.
+        time.sleep(random.uniform(0, JITTER_SECONDS))
         return self.attempt(self.app, self.agent, *arguments)
 
     def race(self, tasks: list[Task]) -> list[Outcome]:

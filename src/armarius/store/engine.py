@@ -167,6 +167,20 @@ def _sqlite_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> Row:
     return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
 
 
+#: One writer lock per SQLite file in this process: writers queue here, in order of arrival at the
+#: lock, instead of spinning in SQLite's busy handler (which sleeps and retries, so that under
+#: contention a writer may wait far longer than the writers before it need). Writers in other
+#: processes still meet the busy handler.
+_WRITERS: dict[Path, threading.Lock] = {}
+_WRITERS_LOCK = threading.Lock()
+
+
+def _writer_lock(path: Path) -> threading.Lock:
+    key = path.resolve()
+    with _WRITERS_LOCK:
+        return _WRITERS.setdefault(key, threading.Lock())
+
+
 class SqliteDatabase(Database):
     dialect: Dialect = "sqlite"
 
@@ -174,6 +188,7 @@ class SqliteDatabase(Database):
         if synchronous not in ("normal", "full"):
             raise ValueError(f"synchronous must be normal or full, not {synchronous!r}")
         self.path, self.synchronous = path, synchronous
+        self._writer = _writer_lock(path)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -204,21 +219,27 @@ class SqliteDatabase(Database):
     def transaction(self, *, workspace_id: int | None = None, write: bool = False, snapshot: bool = False
                     ) -> Iterator[Tx]:
         del snapshot  # a reader's transaction reads one snapshot of the WAL
-        connection = self._connection()
-        cursor = connection.cursor()
+        if write and not self._writer.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
+            raise StorageUnavailable("The database is busy; try again in a moment.")
         try:
-            cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        except sqlite3.OperationalError as exc:
-            raise StorageUnavailable("The database is busy; try again in a moment.") from exc
-        try:
-            yield Tx("sqlite", cursor, workspace_id)
-        except BaseException:
-            connection.rollback()
-            raise
-        else:
-            connection.commit()
+            connection = self._connection()
+            cursor = connection.cursor()
+            try:
+                cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except sqlite3.OperationalError as exc:
+                raise StorageUnavailable("The database is busy; try again in a moment.") from exc
+            try:
+                yield Tx("sqlite", cursor, workspace_id)
+            except BaseException:
+                connection.rollback()
+                raise
+            else:
+                connection.commit()
+            finally:
+                cursor.close()
         finally:
-            cursor.close()
+            if write:
+                self._writer.release()
 
     def close(self) -> None:
         with self._lock:
