@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import errno
 import json
 import os
+import signal
 import socket
 import sys
+import traceback
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import click
@@ -22,8 +25,11 @@ from armarius.cli.connect import base_url as _base_url
 from armarius.cli.connect import claude_code_http, http_entry, stdio_entry
 from armarius.cli.context import CliContext, armarius_command, pass_cli
 from armarius.config import write_settings_file
-from armarius.errors import InvalidInput, NotFound, PortInUse
+from armarius.errors import ArmariusError, InvalidInput, NotFound, PortInUse
 from armarius.store.schema import latest_version
+
+if TYPE_CHECKING:
+    import uvicorn
 
 DEMO_WORKSPACE, DEMO_ADMIN, DEMO_AGENT = "demo", "admin", "demo-agent"
 
@@ -105,13 +111,143 @@ def _serve_http(app: Armarius, sockets: list[socket.socket]) -> None:
 @click.command()
 @click.option("--host", help="Address to listen on (default from settings: 127.0.0.1).")
 @click.option("--port", type=PORT, help="Port (default from settings: 8765).")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Server processes sharing the port (PostgreSQL only); MCP then runs without sessions.")
 @pass_cli
-def serve(cli: CliContext, host: str | None, port: int | None) -> None:
+def serve(cli: CliContext, host: str | None, port: int | None, workers: int) -> None:
     """Serve MCP over streamable HTTP at /mcp, the JSON API at /api and /healthz."""
     host, port = host or cli.settings.host, port or cli.settings.port
-    with listening(host, port) as sockets, cli.app() as app:
-        click.echo(f"Serving on {_base_url(host, port)}: MCP at /mcp, the API at /api (Ctrl-C to stop).", err=True)
-        _serve_http(app, sockets)
+    if workers > 1 and cli.settings.database_url is None:
+        raise InvalidInput(
+            "--workers above 1 needs PostgreSQL: the embedded SQLite file takes one writer at a time, so more "
+            "processes would only queue for its lock (and time out as `storage_unavailable` under load). Serve "
+            "SQLite with one process, or set database.url (ARMARIUS_DATABASE_URL) to a PostgreSQL database.",
+            field="workers")
+    if workers > 1 and not hasattr(os, "fork"):
+        raise InvalidInput("--workers above 1 needs a system that can fork processes (Linux, macOS, BSD); run one "
+                           "server process per port here.", field="workers")
+    with listening(host, port) as sockets:
+        served = f"Serving on {_base_url(host, port)}: MCP at /mcp, the API at /api"
+        if workers == 1:
+            with cli.app() as app:
+                click.echo(f"{served} (Ctrl-C to stop).", err=True)
+                _serve_http(app, sockets)
+            return
+        with cli.app():  # what a worker would refuse (schema, role, audit key) is refused here, once
+            pass
+        click.echo(f"{served}, in {workers} worker processes, MCP without sessions (Ctrl-C to stop).", err=True)
+        _Supervisor(cli, sockets).run(workers)
+
+
+class _Supervisor:
+    """Forks the worker processes from the bound sockets and waits for them until SIGTERM or SIGINT,
+    which it passes on to every worker as SIGTERM.
+
+    Each worker opens its own database connections after the fork (a connection pool must not be
+    shared across processes); this process holds none, and no threads, so forking is safe. A worker
+    killed by a signal (the OOM killer, an operator) is replaced. A worker that exits on its own
+    stops the server with its exit status: 0 when it was stopped (systemd signals every process of
+    the service at once), else the code of the error it reported, most likely as it started.
+    """
+
+    def __init__(self, cli: CliContext, sockets: list[socket.socket]) -> None:
+        self.cli, self.sockets = cli, sockets
+        self.workers: set[int] = set()
+        self.stopping, self.status = False, 0
+
+    def run(self, count: int) -> None:
+        for handled in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(handled, self._stop)
+        for _ in range(count):
+            self._start_worker()
+        while self.workers:
+            pid, status = os.wait()  # retried after a signal handler (PEP 475)
+            if pid not in self.workers:
+                continue
+            self.workers.remove(pid)
+            code = os.waitstatus_to_exitcode(status)
+            if self.stopping:
+                continue
+            if code < 0:
+                click.echo(f"Worker process {pid} was killed by signal {-code}; starting another.", err=True)
+                self._start_worker()
+            else:
+                click.echo(f"Worker process {pid} exited with status {code}; stopping the server.", err=True)
+                self.status = code
+                self._stop(signal.SIGTERM, None)
+        if self.status:
+            sys.exit(self.status)
+
+    def _stop(self, _signal: int, _frame: Any) -> None:
+        self.stopping = True
+        for pid in self.workers:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    def _start_worker(self) -> None:
+        # Signals wait until the new pid is recorded, so that a stop reaches every worker.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+        try:
+            pid = os.fork()
+            if pid == 0:
+                self._worker()
+            self.workers.add(pid)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+
+    def _worker(self) -> None:
+        """The forked child: never returns into the command that forked it."""
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+        status = 0
+        try:
+            from armarius.web.app import server_config
+
+            with self.cli.app() as app:
+                _worker_server(server_config(app, stateless=True, log_config=_log_config_with_pid())).run(self.sockets)
+        except ArmariusError as error:  # e.g. the database went away since the supervisor's check
+            click.echo(f"error [{error.code}]: {error.message}", err=True)
+            status = error.exit_code
+        except SystemExit as stop:
+            status = stop.code if isinstance(stop.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+
+
+def _worker_server(config: uvicorn.Config) -> uvicorn.Server:
+    """A worker's server: stops on SIGTERM from the supervisor, ignores Ctrl-C's SIGINT (the supervisor
+    gets it too and passes it on as SIGTERM), and stops when the supervisor is gone."""
+    import uvicorn
+
+    supervisor = os.getppid()
+
+    class WorkerServer(uvicorn.Server):
+        def handle_exit(self, sig: int, _frame: Any) -> None:
+            if sig != signal.SIGINT:  # not recorded for re-raising: the worker closes its database, exits 0
+                self.should_exit = True
+
+        async def on_tick(self, counter: int) -> bool:
+            if os.getppid() != supervisor:
+                self.should_exit = True
+            return await super().on_tick(counter)
+
+    return WorkerServer(config)
+
+
+def _log_config_with_pid() -> dict[str, Any]:
+    """uvicorn's logging, each line naming the worker process that wrote it."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    for formatter in config["formatters"].values():
+        formatter["fmt"] = formatter["fmt"].replace("%(levelprefix)s", "%(levelprefix)s [%(process)d]", 1)
+    return config
 
 
 @click.command()

@@ -82,8 +82,15 @@ def check_schema(database: Database) -> None:
         )
 
 
-def migrate_sqlite(path: Path) -> list[int]:
-    """Apply pending migrations to the SQLite file; returns the versions applied."""
+def _wanted(dialect: str, upto: int | None) -> list[Migration]:
+    """Every migration of the dialect, or only those up to version ``upto`` (a database as an older
+    release left it: for upgrade tests)."""
+    return [migration for migration in migrations(dialect) if upto is None or migration.version <= upto]
+
+
+def migrate_sqlite(path: Path, *, upto: int | None = None) -> list[int]:
+    """Apply pending migrations (up to version ``upto``, if given) to the SQLite file; returns the versions
+    applied."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # private: it holds credentials
     # Several processes may migrate at once (each waits its turn): a generous busy timeout.
     connection = sqlite3.connect(path, isolation_level=None, timeout=_MIGRATION_BUSY_SECONDS)
@@ -92,7 +99,7 @@ def migrate_sqlite(path: Path) -> list[int]:
         enable_wal(connection, _MIGRATION_BUSY_SECONDS)
         connection.execute(_CREATE_VERSIONS)
         applied = []
-        for migration in migrations("sqlite"):
+        for migration in _wanted("sqlite", upto):
             connection.execute("BEGIN IMMEDIATE")
             try:
                 done = connection.execute(
@@ -129,8 +136,9 @@ def _sqlite_statements(script: str) -> list[str]:
     return statements
 
 
-def migrate_postgres(migrate_url: str, app_role: str) -> list[int]:
-    """Apply pending migrations as the owner role; each runs in one transaction under a lock."""
+def migrate_postgres(migrate_url: str, app_role: str, *, upto: int | None = None) -> list[int]:
+    """Apply pending migrations (up to version ``upto``, if given) as the owner role; each runs in one
+    transaction under a lock."""
     try:
         connection = psycopg.connect(migrate_url, autocommit=False)
     except psycopg.OperationalError as exc:
@@ -142,7 +150,7 @@ def migrate_postgres(migrate_url: str, app_role: str) -> list[int]:
         cursor.execute("SELECT pg_advisory_xact_lock(4242001)")
         cursor.execute(_CREATE_VERSIONS)
         connection.commit()
-        for migration in migrations("postgresql"):
+        for migration in _wanted("postgresql", upto):
             cursor.execute("SELECT pg_advisory_xact_lock(4242001)")
             cursor.execute("SELECT 1 FROM schema_migrations WHERE version = %s", (migration.version,))
             if cursor.fetchone() is None:

@@ -120,14 +120,16 @@ async def _actor_of_request(ctx: ServerRequestContext[Any]) -> Actor:
     return actor_from_scope(request.scope if isinstance(request, Request) else None)
 
 
-def server_config(app: Armarius, **overrides: Any) -> uvicorn.Config:
+def server_config(app: Armarius, *, stateless: bool = False, **overrides: Any) -> uvicorn.Config:
     """How `armarius serve` runs the web app: its settings (keep-alive), no Server header."""
     options: dict[str, Any] = {"log_level": "info", "server_header": False,
                                "timeout_keep_alive": app.settings.keep_alive_seconds}
-    return uvicorn.Config(create_web_app(app), **(options | overrides))
+    return uvicorn.Config(create_web_app(app, stateless=stateless), **(options | overrides))
 
 
-def create_web_app(app: Armarius) -> Starlette:
+def create_web_app(app: Armarius, *, stateless: bool = False) -> Starlette:
+    """The web app. ``stateless``: MCP over streamable HTTP without sessions (no Mcp-Session-Id), every
+    request answered on its own, so that any of several server processes can answer any request."""
     _quiet_client_disconnects()
     host = app.settings.host
     security = (
@@ -139,7 +141,8 @@ def create_web_app(app: Armarius) -> Starlette:
         if host in _LOOPBACK
         else None
     )
-    manager = StreamableHTTPSessionManager(app=build_server(app, _actor_of_request), security_settings=security)
+    manager = StreamableHTTPSessionManager(app=build_server(app, _actor_of_request), security_settings=security,
+                                           stateless=stateless)
     sessions = WebSessions(app.database, app.directory,
                            idle=timedelta(minutes=app.settings.web_session_idle_minutes),
                            lifetime=timedelta(hours=app.settings.web_session_max_hours))

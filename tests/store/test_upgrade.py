@@ -1,0 +1,365 @@
+"""Upgrading a store that the previous release made: `armarius init` migrates it, and everything reads.
+
+The store is made by every migration but the newest (``migrate_*(upto=...)``), and filled by raw SQL
+as the previous release's code wrote it: a workspace, a human with a password, an agent with a token,
+entries with revisions, tags, links and a curation, and both audit chains signed with the audit key.
+Then the real `armarius init` (a process of its own) upgrades it, and the services read the old data,
+write new data (also into what the newest migration added: a web login session for the old human)
+and `armarius audit verify` finds the chains intact and continued. On SQLite and PostgreSQL.
+
+When a migration is added, make the old data below touch what it changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from armarius.app import open_app
+from armarius.audit import chain as audit
+from armarius.audit.keys import AuditKey, create_key_file, require_keyring
+from armarius.auth.secrets import hash_password, new_token, token_digest
+from armarius.auth.web_sessions import WebSessions
+from armarius.canonical import canonical_json
+from armarius.config import Settings, write_settings_file
+from armarius.errors import SchemaOutdated, Unauthenticated
+from armarius.memory.model import parse_links, slug_key
+from armarius.memory.queries import encode_tags, search_body
+from armarius.memory.service import RememberRequest
+from armarius.memory.snippets import word_map
+from armarius.store import Tx, iso_utc
+from armarius.store.engine import Database, PostgresDatabase, SqliteDatabase
+from armarius.store.schema import latest_version, migrate_postgres, migrate_sqlite, postgres_role
+from tests.conftest import ENGINES
+from tests.helpers import OwnerSQL
+
+PASSWORD = "ada: a password set by the previous release"
+OPERATOR = "operator:ops"
+AGENT, HUMAN = "agent:bot", "human:ada"
+DEPLOY_1 = "Deploy with `make release`; the servers stand in Zürich.\n"
+DEPLOY_2 = DEPLOY_1 + "Roll back with `make rollback` — never by hand. ✓\n"
+STAGING = "Staging mirrors production; read [[ops/deploy]] before touching it.\n"
+#: The previous release wrote its rows at these times (the hashes cover them).
+THEN = datetime(2025, 5, 1, 9, 0, tzinfo=UTC)
+
+
+def dialect_of(settings: Settings) -> str:
+    return "sqlite" if settings.database_url is None else "postgresql"
+
+
+@pytest.fixture(params=ENGINES)
+def old_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """Settings for an empty database (PostgreSQL: an owner and a server role of its own)."""
+    if request.param == "sqlite":
+        return Settings(data_dir=tmp_path / "data")
+    database = request.getfixturevalue("postgres_database")
+    return Settings(data_dir=tmp_path / "data", database_url=database.app_url,
+                    database_migrate_url=database.owner_url)
+
+
+def operator_environment(settings: Settings) -> dict[str, str]:
+    """An operator's shell: no stray ARMARIUS_* variables; for PostgreSQL the two URLs."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("ARMARIUS_")}
+    if settings.database_url is not None:
+        env |= {"ARMARIUS_DATABASE_URL": settings.database_url,
+                "ARMARIUS_DATABASE_MIGRATE_URL": settings.database_migrate_url or ""}
+    return env
+
+
+def cli_command(settings: Settings, *args: str) -> list[str]:
+    return [sys.executable, "-m", "armarius", "--data-dir", str(settings.data_dir), *args]
+
+
+def armarius(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a process of its own."""
+    return subprocess.run(cli_command(settings, *args), capture_output=True, text=True,
+                          env=operator_environment(settings), timeout=120, check=False)
+
+
+# The previous release's store ------------------------------------------------------------------
+
+
+@dataclass
+class OldStore:
+    """What the previous release left, as the test wrote it."""
+
+    workspace_id: int
+    agent_token: str
+    #: (chain, seq, hash) of every event written, in order.
+    events: list[tuple[int, int, str]]
+
+    def heads(self) -> dict[int, tuple[int, str]]:
+        return {chain: (seq, digest) for chain, seq, digest in self.events}
+
+
+class OldWriter:
+    """Raw SQL as the previous release's code wrote it: rows and the signed audit events with them."""
+
+    def __init__(self, database: Database, key: AuditKey) -> None:
+        self.database, self.key = database, key
+        self.events: list[tuple[int, int, str]] = []
+        self.clock = THEN
+
+    def at(self) -> str:
+        self.clock += timedelta(minutes=1)
+        return iso_utc(self.clock)
+
+    def event(self, tx: Tx, actor: str, action: str, subject: str, details: dict[str, Any]) -> None:
+        chain = tx.workspace_id or audit.SYSTEM_CHAIN
+        head = tx.one("SELECT seq, hash FROM audit_heads WHERE workspace_id = ?", (chain,))
+        if head is None:
+            tx.execute("INSERT INTO audit_heads (workspace_id, seq, hash) VALUES (?, 0, ?)",
+                       (chain, audit.GENESIS_HASH))
+            head = {"seq": 0, "hash": audit.GENESIS_HASH}
+        seq, prev_hash, at, text = int(head["seq"]) + 1, str(head["hash"]), self.at(), canonical_json(details)
+        digest = audit.event_hash(chain, seq, at, actor, action, subject, text, prev_hash)
+        tx.execute("INSERT INTO audit_events (workspace_id, seq, at, actor, action, subject, details, prev_hash, "
+                   "hash, key_id, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (chain, seq, at, actor, action, subject, text, prev_hash, digest, self.key.id,
+                    self.key.mac(digest)))
+        tx.execute("UPDATE audit_heads SET seq = ?, hash = ? WHERE workspace_id = ?", (seq, digest, chain))
+        self.events.append((chain, seq, digest))
+
+    def identities(self) -> tuple[int, str]:
+        token = new_token()
+        with self.database.transaction(write=True) as tx:
+            alpha = int(tx.scalar("INSERT INTO workspaces (name, created_at) VALUES ('alpha', ?) RETURNING id",
+                                  (self.at(),)))
+            self.event(tx, OPERATOR, "workspace.created", "alpha", {})
+            ada = int(tx.scalar("INSERT INTO principals (name, kind, password_hash, created_at) "
+                                "VALUES ('ada', 'human', ?, ?) RETURNING id", (hash_password(PASSWORD), self.at())))
+            self.event(tx, OPERATOR, "principal.created", "ada", {"kind": "human"})
+            tx.execute("INSERT INTO memberships (workspace_ref, principal_id, role, created_at) "
+                       "VALUES (?, ?, 'editor', ?)", (alpha, ada, self.at()))
+            self.event(tx, OPERATOR, "principal.role_set", "ada", {"workspace": "alpha", "role": "editor"})
+            bot = int(tx.scalar("INSERT INTO principals (name, kind, password_hash, created_at) "
+                                "VALUES ('bot', 'agent', NULL, ?) RETURNING id", (self.at(),)))
+            self.event(tx, OPERATOR, "principal.created", "bot", {"kind": "agent"})
+            tx.execute("INSERT INTO memberships (workspace_ref, principal_id, role, created_at) "
+                       "VALUES (?, ?, 'editor', ?)", (alpha, bot, self.at()))
+            self.event(tx, OPERATOR, "principal.role_set", "bot", {"workspace": "alpha", "role": "editor"})
+            token_id = tx.scalar("INSERT INTO agent_tokens (principal_id, workspace_ref, label, digest, created_at) "
+                                 "VALUES (?, ?, '', ?, ?) RETURNING id", (bot, alpha, token_digest(token), self.at()))
+            self.event(tx, OPERATOR, "token.issued", "bot", {"token_id": token_id, "workspace": "alpha", "label": ""})
+        with self.database.transaction(workspace_id=alpha, write=True) as tx:
+            self.event(tx, "unauthenticated", "login.failed", "ada", {"reason": "wrong_password"})
+            self.event(tx, HUMAN, "login.succeeded", "ada", {"role": "editor"})
+        return alpha, token
+
+    def entry(self, alpha: int, slug: str, title: str, bodies: list[str], tags: list[str]) -> int:
+        """An entry with one revision per body, each written by the agent as memory.created/updated."""
+        with self.database.transaction(workspace_id=alpha, write=True) as tx:
+            at, encoded = self.at(), encode_tags(tags)
+            entry_id = int(tx.scalar(
+                "INSERT INTO entries (workspace_id, slug, slug_key, title, body, search_body, tags, revision, "
+                "created_at, updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
+                (alpha, slug, slug_key(slug), title, bodies[0], search_body(bodies[0]), encoded, at, at, AGENT)))
+            for tag in tags:
+                tx.execute("INSERT INTO entry_tags (workspace_id, entry_id, tag) VALUES (?, ?, ?)",
+                           (alpha, entry_id, tag))
+            for revision, body in enumerate(bodies, start=1):
+                at, operation = self.at(), f"op_old_{slug.replace('/', '_')}_{revision}"
+                tx.execute("INSERT INTO entry_revisions (workspace_id, entry_id, revision, title, body, tags, "
+                           "reason, operation_id, author, created_at, overrode_curated) "
+                           "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)",
+                           (alpha, entry_id, revision, title, body, encoded, operation, AGENT, at, False))
+                if revision > 1:
+                    tx.execute("UPDATE entries SET body = ?, search_body = ?, revision = ?, updated_at = ? "
+                               "WHERE workspace_id = ? AND id = ?",
+                               (body, search_body(body), revision, at, alpha, entry_id))
+                tx.execute("DELETE FROM entry_links WHERE workspace_id = ? AND source_id = ?", (alpha, entry_id))
+                for target in parse_links(body):
+                    tx.execute("INSERT INTO entry_links (workspace_id, source_id, target_slug) VALUES (?, ?, ?)",
+                               (alpha, entry_id, target))
+                words = word_map(body)
+                tx.execute("DELETE FROM entry_word_maps WHERE workspace_id = ? AND entry_id = ?", (alpha, entry_id))
+                if words is not None:
+                    tx.execute("INSERT INTO entry_word_maps (entry_id, workspace_id, word_map) VALUES (?, ?, ?)",
+                               (entry_id, alpha, words))
+                self.event(tx, AGENT, "memory.created" if revision == 1 else "memory.updated", slug,
+                           {"revision": revision, "operation": operation})
+        return entry_id
+
+    def curate(self, alpha: int, entry_id: int, slug: str, revision: int) -> None:
+        with self.database.transaction(workspace_id=alpha, write=True) as tx:
+            tx.execute("UPDATE entries SET curated_revision = ?, curated_by = ?, curated_at = ?, "
+                       "review_base_revision = ?, needs_review = ? WHERE workspace_id = ? AND id = ?",
+                       (revision, HUMAN, self.at(), revision, False, alpha, entry_id))
+            self.event(tx, HUMAN, "memory.curated", slug, {"revision": revision})
+
+
+def make_previous_release_store(settings: Settings) -> OldStore:
+    """Every migration but the newest, the audit key, and data written the previous release's way."""
+    previous = latest_version(dialect_of(settings)) - 1
+    if settings.database_url is None:
+        assert migrate_sqlite(settings.sqlite_path, upto=previous) == list(range(1, previous + 1))
+        database: Database = SqliteDatabase(settings.sqlite_path)
+    else:
+        assert settings.database_migrate_url is not None
+        assert migrate_postgres(settings.database_migrate_url, postgres_role(settings.database_url),
+                                upto=previous) == list(range(1, previous + 1))
+        database = PostgresDatabase(settings.database_url)  # the server's role, as the old server wrote
+    write_settings_file(settings)
+    assert create_key_file(settings.audit_key_path)
+    writer = OldWriter(database, require_keyring(None, settings.audit_key_path).active)
+    try:
+        alpha, token = writer.identities()
+        deploy = writer.entry(alpha, "ops/deploy", "Deploying", [DEPLOY_1, DEPLOY_2], ["ops", "release"])
+        writer.curate(alpha, deploy, "ops/deploy", 2)
+        writer.entry(alpha, "ops/staging", "Staging", [STAGING], ["ops"])
+    finally:
+        database.close()
+    return OldStore(alpha, token, writer.events)
+
+
+@pytest.fixture
+def upgraded(old_settings: Settings) -> tuple[Settings, OldStore]:
+    old = make_previous_release_store(old_settings)
+    with pytest.raises(SchemaOutdated) as refused:  # this release refuses the old store until it is migrated
+        open_app(old_settings)
+    latest = latest_version(dialect_of(old_settings))
+    assert refused.value.details["missing"] == [latest]
+    not_yet = armarius(old_settings, "--json", "audit", "verify")
+    assert (not_yet.returncode, json.loads(not_yet.stderr)["error"]["code"]) == (8, "schema_outdated")
+
+    result = armarius(old_settings, "--json", "init")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["applied"] == [latest]
+    return old_settings, old
+
+
+# The upgrade -------------------------------------------------------------------------------------
+
+
+def verify(settings: Settings) -> dict[str, Any]:
+    result = armarius(settings, "--json", "audit", "verify")
+    report: dict[str, Any] = json.loads(result.stdout)
+    assert result.returncode == 0, report
+    assert report["intact"] is True
+    return report
+
+
+def test_init_upgrades_the_previous_release_and_the_log_verifies(upgraded: tuple[Settings, OldStore]) -> None:
+    settings, old = upgraded
+    report = verify(settings)
+    assert (report["events_checked"], report["chains_checked"], report["legacy_events"]) == (len(old.events), 2, 0)
+    with OwnerSQL(settings) as owner:
+        versions = [row[0] for row in owner.rows("SELECT version FROM schema_migrations ORDER BY version")]
+    assert versions == list(range(1, latest_version(dialect_of(settings)) + 1))
+    # `armarius init` made no new key and sealed nothing: the old chains end where they ended.
+    application = open_app(settings)
+    try:
+        assert {chain: (seq, digest) for chain, seq, digest in audit.last_events(application.database)} == old.heads()
+    finally:
+        application.close()
+
+
+def test_the_old_data_reads_through_the_services(upgraded: tuple[Settings, OldStore]) -> None:
+    settings, old = upgraded
+    application = open_app(settings)
+    try:
+        agent = application.directory.authenticate_token(old.agent_token)
+        assert (agent.principal, agent.workspace, agent.role.value) == ("bot", "alpha", "editor")
+        deploy = application.memory.read(agent, "ops/deploy")
+        assert {key: deploy[key] for key in ("title", "body", "tags", "revision", "curated", "curated_revision",
+                                             "curated_by", "needs_review", "updated_by", "backlinks")} == {
+            "title": "Deploying", "body": DEPLOY_2, "tags": ["ops", "release"], "revision": 2, "curated": True,
+            "curated_revision": 2, "curated_by": HUMAN, "needs_review": False, "updated_by": AGENT,
+            "backlinks": ["ops/staging"]}
+        assert deploy["body"].encode("utf-8") == DEPLOY_2.encode("utf-8")
+        assert [revision["body"] for revision in application.memory.revisions(agent, "ops/deploy")] == [
+            DEPLOY_1, DEPLOY_2]
+        assert application.memory.read(agent, "ops/deploy", revision=1)["body"] == DEPLOY_1
+        assert application.memory.read(agent, "ops/staging")["links"] == ["ops/deploy"]
+        # The search index the old rows were given (by triggers) answers, also for words of the old revision.
+        assert [hit["slug"] for hit in application.memory.recall(agent, "Zürich")["results"]] == ["ops/deploy"]
+        assert [hit["slug"] for hit in application.memory.recall(agent, "rollback")["results"]] == ["ops/deploy"]
+        assert [entry["slug"] for entry in application.memory.list_entries(agent, tag="release")["entries"]] == [
+            "ops/deploy"]
+        assert [entry["slug"] for entry in application.memory.list_entries(agent, curated=True)["entries"]] == [
+            "ops/deploy"]
+        # The old curation still binds: an agent's write over it needs a reason.
+        refused = application.memory.remember(agent, RememberRequest("ops/deploy", "Deploying", DEPLOY_2 + "More."))
+        assert (refused["status"], refused["code"]) == ("judgment_required", "curated_entry")
+        human = application.directory.authenticate_password("ada", PASSWORD, workspace="alpha")
+        assert [entry["slug"] for entry in application.memory.needs_review(human)] == []
+    finally:
+        application.close()
+
+
+def test_new_writes_continue_the_old_data_and_chains(upgraded: tuple[Settings, OldStore]) -> None:
+    settings, old = upgraded
+    application = open_app(settings)
+    try:
+        agent = application.directory.authenticate_token(old.agent_token)
+        updated = application.memory.remember(
+            agent, RememberRequest("ops/staging", "Staging", STAGING + "Reset it every Monday.\n"))
+        assert (updated["status"], updated["revision"]) == ("written", 2)
+        created = application.memory.remember(
+            agent, RememberRequest("notes/upgrade", "After the upgrade", "Written by the new release.", tags=["new"]))
+        assert (created["status"], created["revision"]) == ("written", 1)
+        human = application.directory.authenticate_password("ada", PASSWORD, workspace="alpha")
+        assert application.memory.curate(human, "ops/staging", 2)["changed"] is True
+        overridden = application.memory.remember(agent, RememberRequest(
+            "ops/deploy", "Deploying", DEPLOY_2 + "Tag the release first.\n", override_curated=True,
+            reason="the release needs a tag now"))
+        assert (overridden["status"], overridden["revision"], overridden["needs_review"]) == ("written", 3, True)
+        assert [hit["slug"] for hit in application.memory.recall(agent, "Monday")["results"]] == ["ops/staging"]
+
+        # What the newest migration added, used by the old rows: a web login of the old human.
+        web = WebSessions(application.database, application.directory, idle=timedelta(minutes=60),
+                          lifetime=timedelta(hours=12))
+        with pytest.raises(Unauthenticated):
+            web.start("ada", "not the password", workspace="alpha", client="192.0.2.7")
+        started = web.start("ada", PASSWORD, workspace="alpha", client="192.0.2.8")
+        session = web.resolve(started.secret)
+        assert (session.actor.principal, session.actor.workspace, session.actor.role.value) == ("ada", "alpha",
+                                                                                               "editor")
+        with application.database.transaction() as tx:
+            assert tx.scalar("SELECT count(*) AS n FROM login_attempts WHERE client = '192.0.2.7'") == 1
+        web.end(session)
+        with pytest.raises(Unauthenticated):
+            web.resolve(started.secret)
+
+        # The new events continue the old chains: the next number, linked to the old head.
+        heads = old.heads()
+        for chain in (audit.SYSTEM_CHAIN, old.workspace_id):
+            events = audit.tail(application.database, chain if chain else None, limit=1000)
+            old_seq, old_hash = heads[chain]
+            assert [event.seq for event in events] == list(range(1, len(events) + 1))
+            assert [(chain, event.seq, event.hash) for event in events[:old_seq]] == [
+                event for event in old.events if event[0] == chain]
+            if len(events) > old_seq:
+                assert events[old_seq].prev_hash == old_hash
+        workspace_events = audit.tail(application.database, old.workspace_id, limit=1000)
+        assert len(workspace_events) > heads[old.workspace_id][0]
+        key_ids = {event.key_id for event in workspace_events}
+        assert len(key_ids) == 1, "the old key signs on"
+        total = sum(len(audit.tail(application.database, chain or None, limit=1000))
+                    for chain in (audit.SYSTEM_CHAIN, old.workspace_id))
+    finally:
+        application.close()
+    report = verify(settings)
+    assert report["events_checked"] == total > len(old.events)
+
+
+def test_hosts_upgrading_at_once_apply_the_new_migration_once(old_settings: Settings) -> None:
+    """Several hosts (here: processes) run `armarius init` together: one applies the migration, under the
+    migration lock, and the others find it applied."""
+    old = make_previous_release_store(old_settings)
+    hosts = [subprocess.Popen(cli_command(old_settings, "--json", "init"), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=operator_environment(old_settings))
+             for _ in range(3)]
+    outcomes = [host.communicate(timeout=120) for host in hosts]
+    assert [host.returncode for host in hosts] == [0, 0, 0], [stderr for _, stderr in outcomes]
+    applied = sorted(json.loads(stdout)["applied"] for stdout, _ in outcomes)
+    assert applied == [[], [], [latest_version(dialect_of(old_settings))]]
+    assert verify(old_settings)["events_checked"] == len(old.events)
