@@ -38,22 +38,9 @@ from armarius.research.dbdrivers import open_driver
 from armarius.research.git import GitRepository
 from armarius.store import Database, open_database
 from armarius.store.engine import SqliteDatabase
-from armarius.store.schema import check_postgres_role, check_schema, current_version, postgres_role
+from armarius.store.schema import check_postgres_role, check_schema, current_version, postgres_role, unforced_tables
 
 logger = logging.getLogger("armarius.cli")
-
-#: Workspace tables the server role may touch whose row-level security is not enabled and forced.
-#: (A table the role cannot touch at all, such as the search vectors, needs none.)
-_UNFORCED_TABLES = """
-SELECT c.relname AS name FROM pg_class c
-WHERE c.relkind IN ('r', 'p') AND pg_table_is_visible(c.oid)
-  AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'workspace_id'
-              AND a.attnum > 0 AND NOT a.attisdropped)
-  AND has_table_privilege(c.oid, 'SELECT, INSERT, UPDATE, DELETE')
-  AND NOT (c.relrowsecurity AND c.relforcerowsecurity)
-ORDER BY c.relname
-"""
-
 
 @dataclass(frozen=True)
 class Check:
@@ -247,8 +234,7 @@ def _role(database: Database, settings: Settings) -> Check:
 
 
 def _forced_security(database: Database) -> Check:
-    with database.transaction() as tx:
-        unforced = [row["name"] for row in tx.all(_UNFORCED_TABLES)]
+    unforced = unforced_tables(database)
     if unforced:
         statements = " ".join(f"ALTER TABLE {name} ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;"
                               for name in unforced)

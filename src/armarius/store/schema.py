@@ -177,6 +177,25 @@ def postgres_role(url: str) -> str:
     return role
 
 
+_UNFORCED_TABLES = """
+SELECT c.relname AS name FROM pg_class c
+WHERE c.relkind IN ('r', 'p') AND pg_table_is_visible(c.oid)
+  AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'workspace_id'
+              AND a.attnum > 0 AND NOT a.attisdropped)
+  AND has_table_privilege(c.oid, 'SELECT, INSERT, UPDATE, DELETE')
+  AND NOT (c.relrowsecurity AND c.relforcerowsecurity)
+ORDER BY c.relname
+"""
+
+
+def unforced_tables(database: Database) -> list[str]:
+    """Workspace tables (those with a workspace_id column) the server role may touch whose row-level
+    security is not enabled and forced. A table the role cannot touch at all, such as the search
+    vectors, needs none."""
+    with database.transaction() as tx:
+        return [row["name"] for row in tx.all(_UNFORCED_TABLES)]
+
+
 def check_postgres_role(database: Database) -> None:
     """Refuse a runtime role that bypasses row-level security, or that the migrations never granted."""
     with database.transaction() as tx:
