@@ -111,7 +111,7 @@ class Agent:
 
 @asynccontextmanager
 async def agent_of(app: Armarius, actor: Actor) -> AsyncIterator[Agent]:
-    async def resolve(_ctx: ServerRequestContext[Any]) -> Actor:
+    def resolve(_ctx: ServerRequestContext[Any]) -> Actor:
         return actor
 
     async with Client(build_server(app, resolve)) as client:

@@ -39,7 +39,7 @@ TEST_TOOLS = [
 
 
 def client_for(app: Armarius, actor: Actor, tools: list[ToolSpec] | None = None) -> Client:
-    async def resolve(_ctx: ServerRequestContext[Any]) -> Actor:
+    def resolve(_ctx: ServerRequestContext[Any]) -> Actor:
         return actor
 
     return Client(build_server(app, resolve, tools))

@@ -139,7 +139,7 @@ def export(cli: CliContext, output: Path, workspace: str, verify: bool) -> None:
     result: dict[str, Any] = {"workspace": workspace, "output": str(output), "format": "jsonl" if as_jsonl
                               else "markdown", "counts": counts}
     lines = [f"Exported workspace {workspace} to {output}: "
-             + ", ".join(f"{count} {name}" for name, count in counts.items() if count) + "."]
+             + ", ".join(f"{name} {count}" for name, count in counts.items() if count) + "."]
     if verify:
         problems = verify_jsonl(output) if as_jsonl else verify_folder(output, written)
         result["verified"], result["problems"] = not problems, problems

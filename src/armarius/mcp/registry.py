@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from armarius.app import Armarius
@@ -42,6 +43,11 @@ class ToolSpec:
     def offered(self, app: Armarius) -> bool:
         return self.available is None or self.available(app)
 
+    @cached_property
+    def _validator(self) -> Any:
+        """The schema's validator, built once per tool."""
+        return StrictValidator(self.input_schema)
+
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Check the arguments against the schema; the message never echoes a value."""
-        return check(StrictValidator(self.input_schema), arguments, what=self.name)
+        return check(self._validator, arguments, what=self.name)

@@ -2,13 +2,15 @@
 
 One tool list, filtered per principal on every request; one place where errors become tool
 results (``isError`` with ``{code, message, details}``). The acting principal is resolved on
-each call, so a revoked token or a changed role takes effect at once.
+each call, so a revoked token or a changed role takes effect at once: in the same worker thread as
+the tool's work (one hop off the event loop per call, not one for the principal and one for the
+work).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -30,7 +32,9 @@ logger = logging.getLogger("armarius.mcp")
 #: JSON-RPC error code for an unknown resource (MCP specification).
 RESOURCE_NOT_FOUND = -32002
 
-ActorResolver = Callable[[ServerRequestContext[Any]], Awaitable[Actor]]
+#: The acting principal of a request. It may block (a token is checked against the database): the
+#: server calls it in a worker thread.
+ActorResolver = Callable[[ServerRequestContext[Any]], Actor]
 
 INSTRUCTIONS = (
     "Armarius keeps this project's governed memory. Humans decide what counts as trusted "
@@ -45,25 +49,30 @@ ALL_TOOLS: list[ToolSpec] = [*identity_tools.TOOLS, *memory_tools.TOOLS, *draft_
 def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSpec] | None = None) -> Server[Any]:
     registry = {tool.name: tool for tool in (tools if tools is not None else ALL_TOOLS) if tool.offered(app)}
 
+    async def actor_of(ctx: ServerRequestContext[Any]) -> Actor:
+        return await anyio.to_thread.run_sync(resolve_actor, ctx)
+
+    def call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
+        actor = resolve_actor(ctx)
+        tool = registry.get(params.name)
+        if tool is None:
+            raise NotFound(f"There is no tool named {echo(params.name)}; list the tools to see yours.")
+        if not tool.allowed(actor):
+            raise NotAllowed(
+                f"Your role ({actor.role.value}) does not include {tool.name}.",
+                permission=tool.permission.value if tool.permission else None,
+            )
+        return tool.handler(app, actor, tool.validate(params.arguments or {}))
+
     async def list_tools(
         ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        actor = await resolve_actor(ctx)
+        actor = await actor_of(ctx)
         return types.ListToolsResult(tools=[_describe(tool) for tool in registry.values() if tool.allowed(actor)])
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         try:
-            actor = await resolve_actor(ctx)
-            tool = registry.get(params.name)
-            if tool is None:
-                raise NotFound(f"There is no tool named {echo(params.name)}; list the tools to see yours.")
-            if not tool.allowed(actor):
-                raise NotAllowed(
-                    f"Your role ({actor.role.value}) does not include {tool.name}.",
-                    permission=tool.permission.value if tool.permission else None,
-                )
-            arguments = tool.validate(params.arguments or {})
-            result = await anyio.to_thread.run_sync(tool.handler, app, actor, arguments)
+            result = await anyio.to_thread.run_sync(call, ctx, params)
         except ArmariusError as error:
             return _result(error.to_dict(), is_error=True)
         except Exception:
@@ -76,7 +85,7 @@ def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSp
     async def list_resources(
         ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        actor = await resolve_actor(ctx)
+        actor = await actor_of(ctx)
         if research is None or not research.allowed(actor):
             return types.ListResourcesResult(resources=[])
         uri, _text = research_tools.schema_resource()
@@ -88,7 +97,7 @@ def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSp
     async def read_resource(
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        actor = await resolve_actor(ctx)
+        actor = await actor_of(ctx)
         uri, text = research_tools.schema_resource()
         if research is None or not research.allowed(actor) or str(params.uri) != uri:
             raise MCPError(RESOURCE_NOT_FOUND, f"There is no resource {echo(params.uri)}; list the resources.")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
 
@@ -16,8 +15,8 @@ from armarius.mcp.server import build_server
 async def serve_stdio(app: Armarius, token: str) -> None:
     app.directory.authenticate_token(token)  # refuse a bad token before speaking MCP at all
 
-    async def resolve_actor(_ctx: ServerRequestContext[Any]) -> Actor:
-        return await anyio.to_thread.run_sync(app.directory.authenticate_token, token)
+    def resolve_actor(_ctx: ServerRequestContext[Any]) -> Actor:
+        return app.directory.authenticate_token(token)
 
     server = build_server(app, resolve_actor)
     async with stdio_server() as (read_stream, write_stream):

@@ -115,7 +115,7 @@ class McpEndpoint:
         await self.manager.handle_request(scope, receive, send)
 
 
-async def _actor_of_request(ctx: ServerRequestContext[Any]) -> Actor:
+def _actor_of_request(ctx: ServerRequestContext[Any]) -> Actor:
     request = ctx.request
     return actor_from_scope(request.scope if isinstance(request, Request) else None)
 
