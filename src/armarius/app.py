@@ -13,8 +13,10 @@ from armarius.auth.directory import Directory
 from armarius.config import SESSION_BUDGET_CEILING, Settings
 from armarius.drafts.service import DraftService
 from armarius.evidence.service import EvidenceService
+from armarius.memory.embeddings import WordLlamaEmbedder
 from armarius.memory.model import MemoryLimits
 from armarius.memory.service import MemoryService
+from armarius.memory.vectors import VectorIndex
 from armarius.repairs.service import RepairService
 from armarius.research.config import load_research_config
 from armarius.research.service import ResearchService
@@ -99,7 +101,8 @@ def open_app(settings: Settings) -> Armarius:
                           duplicate_threshold=settings.memory_duplicate_threshold)
     sessions = SessionService(database, research, evidence_dir=settings.data_dir / "evidence", limits=session_limits)
     evidence = EvidenceService(database, evidence_dir=settings.data_dir / "evidence", sessions=sessions)
-    memory = MemoryService(database, limits, evidence=evidence)
+    memory = MemoryService(database, limits, evidence=evidence,
+                           vectors=VectorIndex(WordLlamaEmbedder()) if settings.memory_embeddings != "off" else None)
     drafts = DraftService(database, memory, text_max_bytes=settings.memory_body_max_bytes,
                           approval_ttl=timedelta(seconds=settings.approval_ttl_seconds))
     repairs = RepairService(database, memory, sessions, evidence_dir=settings.data_dir / "evidence", evidence=evidence)

@@ -34,6 +34,8 @@ class Settings:
     port: int = 8765
     memory_body_max_bytes: int = 64 * 1024
     memory_duplicate_threshold: float = 0.5
+    #: Recall by meaning: "wordllama" (the model shipped in the wordllama package) or "off" (words only).
+    memory_embeddings: str = "wordllama"
     approval_ttl_seconds: int = 300
     #: A research session's action budget when the agent asks for none, and the most it may ask for.
     session_default_budget: int = 50
@@ -93,6 +95,10 @@ def _synchronous(value: Any) -> str | None:
     return value.lower() if isinstance(value, str) and value.lower() in ("normal", "full") else None
 
 
+def _embeddings(value: Any) -> str | None:
+    return value.lower() if isinstance(value, str) and value.lower() in ("wordllama", "off") else None
+
+
 def _path(value: Any) -> Path | None:
     return Path(value) if isinstance(value, str) and value.strip() and "\x00" not in value else None
 
@@ -141,6 +147,8 @@ _KEYS = (
          "a number of bytes from 1024 to 16777216"),
     _Key("memory", "duplicate_threshold", "memory_duplicate_threshold", "ARMARIUS_MEMORY_DUPLICATE_THRESHOLD",
          _fraction, "a number greater than 0 and at most 1"),
+    _Key("memory", "embeddings", "memory_embeddings", "ARMARIUS_MEMORY_EMBEDDINGS", _embeddings,
+         '"wordllama" (recall by meaning as well as by words) or "off" (by words only)'),
     _Key("research", "config", "research_config", "ARMARIUS_RESEARCH_CONFIG", _path,
          "the path of a research configuration TOML file"),
     _Key("research", "invalid_request_limit", "research_invalid_request_limit",

@@ -8,7 +8,7 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,3 +104,21 @@ def user_config_folder() -> Path:
     if os.name == "nt":
         return Path(os.environ.get("APPDATA") or Path.home() / "AppData" / "Roaming")
     return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+
+
+@contextmanager
+def progress(total: int, label: str) -> Iterator[Callable[[int], None]]:
+    """A progress bar on a terminal; plain lines (every tenth) when standard error is not one."""
+    if sys.stderr.isatty():
+        with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
+            yield bar.update
+        return
+    done, every = 0, max(total // 10, 1)
+
+    def step(count: int) -> None:
+        nonlocal done
+        done += count
+        if done // every != (done - count) // every or done == total:
+            click.echo(f"{label}: {done}/{total}", err=True)
+
+    yield step

@@ -11,7 +11,8 @@ from typing import Any
 
 import click
 
-from armarius.cli.context import NUMBER, CliContext, format_table, pass_cli
+from armarius.app import Armarius
+from armarius.cli.context import NUMBER, CliContext, format_table, pass_cli, progress
 from armarius.cli.human import acting_human, human_options, with_reveal_note
 from armarius.memory.service import LIST_MAX, RECALL_MAX
 from armarius.textview import reveal
@@ -198,3 +199,27 @@ def _review_item(cli: CliContext, item: dict[str, Any], workspace: str, principa
                                                    *acting),
         "",
     ]
+
+
+@memory.command("reindex")
+@click.option("--workspace", help="Only this workspace (default: every workspace).")
+@pass_cli
+def memory_reindex(cli: CliContext, workspace: str | None) -> None:
+    """Embed the entries that have no vector of the current model, for recall by meaning (an operator's
+    task, like `audit verify`). Resumable: an interrupted run keeps what it did; a second run does nothing."""
+    with cli.app() as app:
+        results = reindex_all(app, workspace)
+    cli.emit(results, text="\n".join(
+        f"{name}: {result['embedded']} embedded; {result['with_vector']} of {result['entries']} entries have a "
+        "vector." for name, result in results.items()) or "There are no workspaces.")
+
+
+def reindex_all(app: Armarius, workspace: str | None = None) -> dict[str, dict[str, int]]:
+    """Reindex one workspace or every one, with progress on standard error."""
+    results = {}
+    for space in [app.directory.workspace(workspace)] if workspace else app.directory.workspaces():
+        before = app.memory.vector_counts(space.id)
+        missing = 0 if before is None else before["entries"] - before["with_vector"]
+        with progress(missing, f"Embedding {space.name}") as step:
+            results[space.name] = app.memory.reindex(space.id, progress=step)
+    return results

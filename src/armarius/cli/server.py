@@ -12,18 +12,20 @@ import sys
 import traceback
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import click
 
-from armarius.app import Armarius, initialize
+from armarius.app import Armarius, initialize, open_app
 from armarius.auth.permissions import Kind, Role
 from armarius.auth.secrets import new_password
 from armarius.cli.connect import base_url as _base_url
 from armarius.cli.connect import claude_code_http, http_entry, stdio_entry
 from armarius.cli.context import CliContext, armarius_command, pass_cli
+from armarius.cli.memory import reindex_all
 from armarius.config import write_settings_file
 from armarius.errors import ArmariusError, InvalidInput, NotFound, PortInUse
 from armarius.store.schema import latest_version
@@ -43,10 +45,19 @@ def init(cli: CliContext) -> None:
         write_settings_file(settings)
     applied = initialize(settings)
     version = latest_version("sqlite" if settings.database_url is None else "postgresql")
+    embedded: dict[str, Any] = {}
+    if settings.memory_embeddings != "off":  # entries written before recall by meaning, or by another model
+        app = open_app(replace(settings, research_config=None))  # a research source is not init's concern
+        try:
+            embedded = {name: result for name, result in reindex_all(app).items() if result["embedded"]}
+        finally:
+            app.close()
     cli.emit(
-        {"data_dir": str(settings.data_dir), "schema_version": version, "applied": applied},
+        {"data_dir": str(settings.data_dir), "schema_version": version, "applied": applied, "embedded": embedded},
         text=f"Data folder {settings.data_dir}: schema at version {version}"
-        + (f" (applied {', '.join(map(str, applied))})." if applied else " (already up to date)."),
+        + (f" (applied {', '.join(map(str, applied))})." if applied else " (already up to date).")
+        + "".join(f"\nWorkspace {name}: {result['embedded']} entries embedded for recall by meaning."
+                  for name, result in embedded.items()),
     )
 
 

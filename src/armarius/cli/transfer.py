@@ -21,7 +21,7 @@ from armarius.app import Armarius, initialize, open_app
 from armarius.audit import chain as audit
 from armarius.auth.permissions import Kind, Role
 from armarius.auth.secrets import new_password
-from armarius.cli.context import CliContext, pass_cli
+from armarius.cli.context import CliContext, pass_cli, progress
 from armarius.cli.human import acting_human, human_options
 from armarius.config import Settings
 from armarius.memory.model import check_slug
@@ -58,7 +58,7 @@ def _import_command(kind: str, path_type: click.Path, summary: str) -> None:
         with acting_human(cli, workspace, principal, password) as (app, actor):
             plan = READERS[kind](source, prefix=prefix)
             service = ImportService(app.database, app.memory, app.memory.limits)
-            with _progress(len(plan.notes), "Importing") as step:
+            with progress(len(plan.notes), "Importing") as step:
                 report = service.run(actor, plan, dry_run=dry_run, skip_curated=skip_curated, progress=step)
         cli.emit(report, text=_import_text(report, workspace))
 
@@ -71,24 +71,6 @@ _import_command("markdown", FOLDER, "A folder of Markdown notes with front matte
                                     "Armarius export folder): paths become slugs, [[wikilinks]] links.")
 _import_command("armarius", FILE, "An Armarius JSONL export: its entries with every revision (curation is not "
                                   "carried over: a human curates again).")
-
-
-@contextmanager
-def _progress(total: int, label: str) -> Iterator[Callable[[int], None]]:
-    """A progress bar on a terminal; plain lines (every tenth) when standard error is not one."""
-    if sys.stderr.isatty():
-        with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
-            yield bar.update
-        return
-    done, every = 0, max(total // 10, 1)
-
-    def step(count: int) -> None:
-        nonlocal done
-        done += count
-        if done % every == 0 or done == total:
-            click.echo(f"{label}: {done}/{total}", err=True)
-
-    yield step
 
 
 def _import_text(report: dict[str, Any], workspace: str) -> str:

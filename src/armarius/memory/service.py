@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import uuid
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +19,9 @@ from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
 from armarius.errors import Conflict, InvalidInput, NotFound, ReasonRequired, echo
 from armarius.evidence.service import EvidenceService
-from armarius.memory import queries
+from armarius.memory import queries, vectors
 from armarius.memory.duplicates import find_duplicates
+from armarius.memory.embeddings import entry_text, quantize
 from armarius.memory.model import (
     REASON_MAX,
     Entry,
@@ -35,6 +37,7 @@ from armarius.memory.model import (
     words,
 )
 from armarius.memory.snippets import snippet
+from armarius.memory.vectors import VectorIndex
 from armarius.store import Database, Tx, UniqueViolation, utc_now
 from armarius.validation import check_filter
 
@@ -74,6 +77,8 @@ class MemoryService:
     limits: MemoryLimits
     #: Whose active evidence units recall finds next to the entries (None: entries only).
     evidence: EvidenceService | None = None
+    #: Recall by meaning (None: by words only). Every revision written gets its vector in its transaction.
+    vectors: VectorIndex | None = None
 
     # Agent and human reads ---------------------------------------------------------------------
 
@@ -230,6 +235,7 @@ class MemoryService:
         now, encoded = utc_now(), queries.encode_tags(tags)
         entry_id = queries.insert_entry(tx, slug=slug, slug_key=slug_key(slug), title=title, body=body, tags=encoded,
                                         by=actor.audit_name, at=now)
+        self._embed(tx, entry_id, 1, title, body)
         queries.insert_revision(tx, entry_id, 1, title=title, body=body, tags=encoded, reason=reason,
                                 operation_id=operation, author=actor.audit_name, at=now, overrode_curated=False)
         queries.replace_tags_and_links(tx, entry_id, tags, parse_links(body), new_entry=True)
@@ -251,7 +257,7 @@ class MemoryService:
         if (title, body, tags) == (entry.title, entry.body, entry.tags):
             return {"status": "unchanged", "slug": entry.slug, "revision": entry.revision}
         revision, now, needs_review = entry.revision + 1, utc_now(), entry.needs_review or overriding
-        _write_revision(tx, actor, entry, revision, now, title=title, body=body, tags=tags, reason=reason,
+        self._write_revision(tx, actor, entry, revision, now, title=title, body=body, tags=tags, reason=reason,
                         operation=operation, overriding=overriding, needs_review=needs_review)
         details: dict[str, Any] = {"revision": revision, "operation": operation}
         if overriding:
@@ -263,6 +269,36 @@ class MemoryService:
         if needs_review:
             result["needs_review"] = True
         return result
+
+    def reindex(self, workspace_id: int, *, batch: int = 200, progress: Callable[[int], None] | None = None
+                ) -> dict[str, int]:
+        """Embed every entry of the workspace whose current revision has no vector of this model (written
+        before recall by meaning existed, or by another model), a batch per transaction: resumable after an
+        interruption, and a second run finds nothing to do. An operator's task: the vectors are derived data."""
+        if self.vectors is None:
+            raise InvalidInput("Recall by meaning is off on this server (memory.embeddings = \"off\"): there is "
+                               "nothing to embed.", field="memory.embeddings")
+        embedder, done = self.vectors.embedder, 0
+        while True:
+            with self.database.transaction(workspace_id=workspace_id, write=True) as tx:
+                rows = vectors.missing(tx, embedder.model_id, batch)
+                if not rows:
+                    break
+                found = embedder.embed([entry_text(row["title"], row["body"]) for row in rows])
+                vectors.put(tx, [(row["id"], row["revision"], quantize(vector))
+                                 for row, vector in zip(rows, found, strict=True)], embedder.model_id)
+            done += len(rows)
+            if progress is not None:
+                progress(len(rows))
+        with self.database.transaction(workspace_id=workspace_id) as tx:
+            return {"embedded": done, **vectors.counts(tx, embedder.model_id)}
+
+    def vector_counts(self, workspace_id: int) -> dict[str, int] | None:
+        """How many entries have a vector of this model, of how many (None: recall by meaning is off)."""
+        if self.vectors is None:
+            return None
+        with self.database.transaction(workspace_id=workspace_id) as tx:
+            return vectors.counts(tx, self.vectors.embedder.model_id)
 
     def write_imported(self, tx: Tx, actor: Actor, *, slug: str, title: str, body: str, tags: tuple[str, ...],
                        history: tuple[PastRevision, ...], origin: str, operation: str) -> str:
@@ -284,6 +320,7 @@ class MemoryService:
         entry_id = queries.insert_entry(tx, slug=slug, slug_key=slug_key(slug), title=title, body=body,
                                         tags=queries.encode_tags(tags), by=actor.audit_name, at=now,
                                         revision=len(revisions))
+        self._embed(tx, entry_id, len(revisions), title, body)
         for number, past in enumerate(revisions, 1):
             queries.insert_revision(tx, entry_id, number, title=past.title, body=past.body,
                                     tags=queries.encode_tags(past.tags), reason=past.reason, operation_id=operation,
@@ -350,7 +387,7 @@ class MemoryService:
             assert base_row is not None  # revisions are never deleted
             base = queries.decode_revision(base_row)
             revision, now = entry.revision + 1, utc_now()
-            _write_revision(tx, actor, entry, revision, now, title=base["title"], body=base["body"],
+            self._write_revision(tx, actor, entry, revision, now, title=base["title"], body=base["body"],
                             tags=tuple(base["tags"]), reason=why, operation=operation, overriding=False,
                             needs_review=False)
             queries.set_curation(tx, entry.id, curated_revision=revision, by=actor.audit_name, at=now,
@@ -386,7 +423,7 @@ class MemoryService:
                     slug=slug, current_revision=entry.revision, expected_revision=base_revision,
                 )
             revision, now = entry.revision + 1, utc_now()
-            _write_revision(tx, actor, entry, revision, now, title=title, body=body, tags=chosen_tags, reason=why,
+            self._write_revision(tx, actor, entry, revision, now, title=title, body=body, tags=chosen_tags, reason=why,
                             operation=operation, overriding=False, needs_review=False)
             queries.set_curation(tx, entry.id, curated_revision=revision, by=actor.audit_name, at=now,
                                  review_base_revision=revision, needs_review=False)
@@ -475,6 +512,22 @@ class MemoryService:
                 "current_revision": entry.revision, "curated_revision": entry.curated_revision,
                 "diff": _diff(slug, old, new, old_note=note(from_revision), new_note=note(to_revision))}
 
+    def _write_revision(self, tx: Tx, actor: Actor, entry: Entry, revision: int, now: str, *, title: str, body: str,
+                        tags: tuple[str, ...], reason: str | None, operation: str, overriding: bool,
+                        needs_review: bool) -> None:
+        """The entry's new current content, its revision in the history, and its tags and links."""
+        encoded = queries.encode_tags(tags)
+        queries.update_entry(tx, entry.id, title=title, body=body, tags=encoded, revision=revision,
+                             by=actor.audit_name, at=now, needs_review=needs_review)
+        queries.insert_revision(tx, entry.id, revision, title=title, body=body, tags=encoded, reason=reason,
+                                operation_id=operation, author=actor.audit_name, at=now, overrode_curated=overriding)
+        queries.replace_tags_and_links(tx, entry.id, tags, parse_links(body))
+        self._embed(tx, entry.id, revision, title, body)
+
+    def _embed(self, tx: Tx, entry_id: int, revision: int, title: str, body: str) -> None:
+        if self.vectors is not None:
+            vectors.write(tx, self.vectors.embedder, entry_id, revision, title, body)
+
     def _existing(self, tx: Tx, slug: str, *, lock: bool = False) -> Entry:
         entry = queries.entry_by_slug(tx, slug, lock=lock)
         if entry is None:
@@ -496,17 +549,6 @@ def _revision_view(tx: Tx, entry: Entry, revision: dict[str, Any]) -> dict[str, 
         "broken_links": [target for target in targets if target not in existing],
     }
 
-
-def _write_revision(tx: Tx, actor: Actor, entry: Entry, revision: int, now: str, *, title: str, body: str,
-                    tags: tuple[str, ...], reason: str | None, operation: str, overriding: bool,
-                    needs_review: bool) -> None:
-    """The entry's new current content, its revision in the history, and its tags and links."""
-    encoded = queries.encode_tags(tags)
-    queries.update_entry(tx, entry.id, title=title, body=body, tags=encoded, revision=revision,
-                         by=actor.audit_name, at=now, needs_review=needs_review)
-    queries.insert_revision(tx, entry.id, revision, title=title, body=body, tags=encoded, reason=reason,
-                            operation_id=operation, author=actor.audit_name, at=now, overrode_curated=overriding)
-    queries.replace_tags_and_links(tx, entry.id, tags, parse_links(body))
 
 
 def _content(entry: Entry) -> dict[str, Any]:
