@@ -31,6 +31,8 @@ message: the agent surfaces append it, the human surfaces (CLI, web pages) word 
     ├── SessionClosed         session_closed       the research session is closed (readable, no more queries)
     ├── PortInUse             port_in_use          the server's port is taken by another program
     ├── TooManyAttempts       too_many_attempts    too many failed logins; wait before trying again
+    ├── RequestTooLarge       request_too_large    an HTTP request body over the server's limit
+    ├── RequestTimeout        request_timeout      an HTTP request body that did not arrive in time
     └── InternalError         internal             anything unexpected (details are logged only)
 
 ``judgment_required`` is not an error: it is a normal result that writes nothing.
@@ -197,3 +199,11 @@ class PortInUse(ArmariusError):
 
 class TooManyAttempts(ArmariusError):
     code = _register("too_many_attempts", 429, 14, "Too many failed logins recently; wait before trying again.")
+
+
+class RequestTooLarge(ArmariusError):
+    code = _register("request_too_large", 413, 15, "The HTTP request body is larger than the server reads.")
+
+
+class RequestTimeout(ArmariusError):
+    code = _register("request_timeout", 408, 16, "The HTTP request body did not arrive in time.")

@@ -15,6 +15,9 @@ from armarius.mcp.registry import ToolSpec
 from armarius.validation import INT64_MAX
 
 _PAYLOAD = {"slug": SLUG, "title": {"type": "string"}, "text": {"type": "string", "description": "Markdown."}}
+#: An approval token or a collection key as Armarius hands it out (47 and 43 characters): a longer one is
+#: refused as malformed, before it is looked up.
+_HANDED_OUT = {"type": "string", "maxLength": 128}
 
 
 def _payload(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -58,7 +61,7 @@ TOOLS = [
         handler=_status,
         permission=Permission.DRAFTS_CREATE,
         properties={"proposal": {"type": "integer", "minimum": 1, "maximum": INT64_MAX},
-                    "collection_key": {"type": "string"}},
+                    "collection_key": _HANDED_OUT},
         required=("proposal",),
         read_only=False,
     ),
@@ -73,7 +76,7 @@ TOOLS = [
         ),
         handler=_create,
         permission=Permission.DRAFTS_CREATE,
-        properties={**_PAYLOAD, "approval": {"type": "string"}, "operation": {"type": "string", "maxLength": 128}},
+        properties={**_PAYLOAD, "approval": _HANDED_OUT, "operation": {"type": "string", "maxLength": 128}},
         required=("slug", "title", "text", "approval", "operation"),
         read_only=False,
     ),

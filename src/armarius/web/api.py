@@ -33,6 +33,7 @@ from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind
 from armarius.auth.web_sessions import WebSession, WebSessions, check_csrf
 from armarius.errors import ERROR_CODES, InvalidInput, NotAllowed, Unauthenticated
+from armarius.evidence.model import BODY_MAX_BYTES as EVIDENCE_BODY_MAX_BYTES
 from armarius.memory.model import REASON_MAX
 from armarius.memory.service import RECALL_MAX
 from armarius.web.auth import SESSION_COOKIE, authenticate
@@ -45,8 +46,9 @@ from armarius.web.pages import sessions as session_pages
 from armarius.web.pages.gate import EVERYONE, HUMANS, optional_number, whole_number
 from armarius.web.pages.queue import KINDS, queue
 
-#: The largest JSON body a route accepts.
-BODY_MAX_BYTES = 2 * 1024 * 1024
+#: The largest JSON body a route accepts: an evidence unit's largest body (1 MiB of UTF-8) even when every
+#: byte of it is escaped (``\u00e9``: six bytes for one), and room for the other fields.
+BODY_MAX_BYTES = 6 * EVIDENCE_BODY_MAX_BYTES + 64 * 1024
 CSRF_HEADER = "X-CSRF-Token"
 #: Set in the ASGI scope when a person (the session cookie) calls the API.
 HUMAN_CALLER_SCOPE_KEY = "armarius.human_caller"
@@ -421,6 +423,8 @@ async def _json_body(request: Request, route: ApiRoute) -> Any:
         body = json.loads(await request.body())
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise InvalidInput("The body is not JSON.", field="body") from None
+    except RecursionError:  # nesting deeper than the parser goes: no route takes more than a few levels
+        raise InvalidInput("The body's JSON is nested too deeply.", field="body") from None
     problem = next(iter(Draft202012Validator(route.body).iter_errors(body)), None)
     if problem is not None:
         where = "/".join(str(part) for part in problem.absolute_path) or "body"

@@ -28,6 +28,7 @@ from armarius.auth.model import Actor
 from armarius.auth.web_sessions import WebSessions
 from armarius.errors import ArmariusError, InternalError, NotFound, echo
 from armarius.mcp.server import build_server
+from armarius.web import limits
 from armarius.web.api import HUMAN_CALLER_SCOPE_KEY, api_routes
 from armarius.web.auth import actor_from_scope, authenticate
 from armarius.web.pages import page_routes
@@ -123,7 +124,8 @@ def _actor_of_request(ctx: ServerRequestContext[Any]) -> Actor:
 def server_config(app: Armarius, *, stateless: bool = False, **overrides: Any) -> uvicorn.Config:
     """How `armarius serve` runs the web app: its settings (keep-alive), no Server header."""
     options: dict[str, Any] = {"log_level": "info", "server_header": False,
-                               "timeout_keep_alive": app.settings.keep_alive_seconds}
+                               "timeout_keep_alive": app.settings.keep_alive_seconds,
+                               "http": limits.HeadTimeoutH11}  # h11, with a time limit on a request's head
     return uvicorn.Config(create_web_app(app, stateless=stateless), **(options | overrides))
 
 
@@ -141,8 +143,10 @@ def create_web_app(app: Armarius, *, stateless: bool = False) -> Starlette:
         if host in _LOOPBACK
         else None
     )
+    # The SDK's own body limit (4 MiB by default) would refuse the largest request a tool takes.
     manager = StreamableHTTPSessionManager(app=build_server(app, _actor_of_request), security_settings=security,
-                                           stateless=stateless)
+                                           stateless=stateless,
+                                           max_request_body_size=limits.request_body_max_bytes(app.settings))
     sessions = WebSessions(app.database, app.directory,
                            idle=timedelta(minutes=app.settings.web_session_idle_minutes),
                            lifetime=timedelta(hours=app.settings.web_session_max_hours))
@@ -183,7 +187,9 @@ def create_web_app(app: Armarius, *, stateless: bool = False) -> Starlette:
     return Starlette(
         routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(SecurityHeaders)],
+        middleware=[Middleware(SecurityHeaders),
+                    Middleware(limits.RequestLimits, max_bytes=limits.request_body_max_bytes(app.settings),
+                               idle_seconds=limits.BODY_IDLE_SECONDS, total_seconds=limits.BODY_TOTAL_SECONDS)],
         exception_handlers={ArmariusError: armarius_error, Exception: unexpected_error, 404: not_found},
     )
 

@@ -96,6 +96,7 @@ from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind
 from armarius.auth.web_sessions import Flash, WebSession, WebSessions, check_csrf
 from armarius.errors import ArmariusError, InternalError, InvalidInput, Unauthenticated
+from armarius.evidence.model import BODY_MAX_BYTES as EVIDENCE_BODY_MAX_BYTES
 from armarius.textview import REVEAL_NOTE
 from armarius.web.auth import SESSION_COOKIE, refuse_agent_tokens
 from armarius.web.pages.filters import FILTERS
@@ -104,8 +105,9 @@ logger = logging.getLogger("armarius.web")
 
 #: Items on one page of any list.
 PAGE_SIZE = 50
-#: The largest form body a page accepts (an evidence unit's body is at most 1 MB).
-FORM_MAX_BYTES = 2 * 1024 * 1024
+#: The largest form body a page accepts: an evidence unit's largest body (1 MiB of UTF-8) even when every
+#: byte of it is percent-encoded (``%C3%A9``: three bytes for one), and room for the other fields.
+FORM_MAX_BYTES = 3 * EVIDENCE_BODY_MAX_BYTES + 64 * 1024
 #: The main navigation: (label, path). A page module owns the path it implements.
 NAVIGATION = (
     ("Queue", "/"), ("Entries", "/entries"), ("Needs review", "/needs-review"), ("Drafts", "/drafts"),
