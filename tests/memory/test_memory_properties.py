@@ -258,8 +258,9 @@ def test_recall_never_raises_on_arbitrary_text(app: Armarius, corpus: Team, quer
                                                curated_only: bool, tags: list[str] | None) -> None:
     answer = app.memory.recall(corpus.agent, query, limit=limit, curated_only=curated_only, tags=tags)
     assert answer["query"] == query
-    assert answer["match"] in {"all", "any", "none"}
+    assert answer["match"] in {"all", "any", "meaning", "none"}
     results = answer["results"]
+    assert all(set(result["ranked_by"]) <= {"lexical", "semantic"} and result["ranked_by"] for result in results)
     assert (answer["match"] == "none") == (results == [])
     assert len(results) <= limit
     assert len({result["slug"] for result in results}) == len(results)

@@ -14,7 +14,7 @@ import click
 from armarius.app import Armarius
 from armarius.cli.context import NUMBER, CliContext, format_table, pass_cli, progress
 from armarius.cli.human import acting_human, human_options, with_reveal_note
-from armarius.memory.service import LIST_MAX, RECALL_MAX
+from armarius.memory.service import LIST_MAX, RECALL_MAX, RECALL_MODES
 from armarius.textview import reveal
 
 
@@ -62,17 +62,20 @@ def _list_filters(prefix: str | None, tag: str | None, curated: bool | None, nee
 @click.option("--tag", "tags", multiple=True, help="Only entries with this tag (repeat it: entries with all of them).")
 @click.option("--curated-only", is_flag=True, help="Only curated entries.")
 @click.option("--limit", type=click.IntRange(1, RECALL_MAX), default=10, show_default=True)
+@click.option("--mode", type=click.Choice(RECALL_MODES), default="hybrid", show_default=True,
+              help="By words and meaning fused, by words only (lexical), or by meaning only (semantic).")
 @human_options
 @pass_cli
 def memory_search(cli: CliContext, words: tuple[str, ...], tags: tuple[str, ...], curated_only: bool, limit: int,
-                  workspace: str, principal: str, password: str | None) -> None:
-    """Ranked full-text search, the same recall agents use (words only; no query syntax)."""
+                  mode: str, workspace: str, principal: str, password: str | None) -> None:
+    """Ranked search, the same recall agents use: by words (no query syntax) and by meaning."""
     with acting_human(cli, workspace, principal, password) as (app, actor):
         found = app.memory.recall(actor, " ".join(words), limit=limit, tags=list(tags) or None,
-                                  curated_only=curated_only)
+                                  curated_only=curated_only, mode=mode)
     results = found["results"]
     heading = {"all": f"{len(results)} best matches of all the words:",
                "any": "No entry holds all the words; these hold some of them:",
+               "meaning": "No entry holds the words; these are close in meaning:",
                "none": "No entry matches."}[found["match"]]
     lines = [heading]
     for hit in results:

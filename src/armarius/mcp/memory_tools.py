@@ -9,7 +9,7 @@ from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
 from armarius.mcp.registry import ToolSpec
 from armarius.memory.model import SLUG_MAX, TITLE_MAX
-from armarius.memory.service import LIST_MAX, RECALL_MAX, RememberRequest
+from armarius.memory.service import LIST_MAX, RECALL_MAX, RECALL_MODES, RememberRequest
 from armarius.validation import INT64_MAX
 
 SLUG = {"type": "string", "maxLength": SLUG_MAX,
@@ -67,10 +67,13 @@ TOOLS = [
     ToolSpec(
         name="recall",
         description=(
-            "Search memory by words (ranked full-text; query syntax is not interpreted). Returns slug, title, "
-            "a snippet with **matches**, revision and whether a human curated it. All words must match; if "
-            "nothing does, entries matching any word are returned (match: 'any'). read(slug) gives the full text. "
-            "Active evidence units (documents a human reviewed and activated) that match are listed apart under "
+            "Search memory by words and by meaning: ask in your own words. mode 'hybrid' (the default) fuses a "
+            "ranked full-text search (query syntax is not interpreted) with a search by meaning; 'lexical' is words "
+            "only, 'semantic' meaning only. Returns slug, title, a snippet with **matches**, revision, whether a "
+            "human curated it, and ranked_by: which searches found it. By words, all words must match; if nothing "
+            "does, entries matching any word count (match: 'any'); match: 'meaning' when only the search by meaning "
+            "found something. read(slug) gives the full text. Active evidence units (documents a human reviewed "
+            "and activated) that match are listed apart under "
             "'evidence', each marked kind: 'evidence'."
         ),
         handler=_recall,
@@ -80,6 +83,7 @@ TOOLS = [
             "limit": {"type": "integer", "minimum": 1, "maximum": RECALL_MAX},
             "tags": TAGS,
             "curated_only": {"type": "boolean"},
+            "mode": {"type": "string", "enum": list(RECALL_MODES)},
         },
         required=("query",),
     ),

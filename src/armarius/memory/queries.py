@@ -24,6 +24,9 @@ _ENTRY_COLUMNS = (
 _BM25_WEIGHTS = "bm25(2.0, 4.0, 1.0)"
 #: How often one word of an entry is indexed at most: as many positions of a word as PostgreSQL keeps.
 INDEXED_REPETITIONS = 255
+#: PostgreSQL recall ranks at most this many of the entries that match, the first ones in the index's
+#: order (see search): ranking reads each one's vector, and a common word matches a third of a workspace.
+RANK_CANDIDATES = 1000
 #: ASCII letters and digits lowercased, everything else a space: split() then gives the words of ASCII text.
 _ASCII_WORDS = str.maketrans({chr(code): chr(code).lower() if chr(code).isalnum() else " " for code in range(128)})
 _WORD_PIECES = re.compile(f"({WORD_PATTERN.pattern})")
@@ -229,22 +232,20 @@ def search(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Seq
     SQLite: FTS5 ranks inside the index (``rank MATCH 'bm25(…)'``), so entries are joined only
     for the rows returned; CROSS JOIN keeps the index as the outer loop (the planner would
     otherwise walk the workspace's entries and test each against the index).
-    PostgreSQL: armarius_search_entries() ranks the workspace's matches with the GIN index (see
-    migration 0004), then the top rows are joined.
+    PostgreSQL: armarius_search_entries() finds the workspace's matches with the GIN index (see
+    migration 0004) and ranks the first RANK_CANDIDATES of them that pass the filters, in the index's
+    order (migration 0017), then the top rows are joined. Ranking reads each match's vector, so a word
+    found in tens of thousands of entries costs what one found in RANK_CANDIDATES entries costs. Every
+    candidate holds all the words, so a query that some entry matches is answered by its words ("all",
+    never a fallback to "any"), and a query with at most RANK_CANDIDATES matches is ranked in full; a
+    more common one is answered by the best of the first RANK_CANDIDATES (a further word narrows it).
+    SQLite ranks every match: FTS5's bm25 reads only the index, no stored document.
     Neither engine's snippet function is used: FTS5's snippet() takes time in the square of a
     row's hits and ts_headline() parses the whole body (see memory.snippets).
     """
     workspace = tx.require_workspace()
     if tx.dialect == "sqlite":
-        filters, params = "", list[Any]()
-        if curated_only:
-            filters += " AND e.curated_revision = e.revision"
-        if tags:
-            filters += (
-                f" AND e.id IN (SELECT entry_id FROM entry_tags WHERE workspace_id = ? AND tag IN "
-                f"({', '.join('?' for _ in tags)}) GROUP BY entry_id HAVING count(*) = ?)"
-            )
-            params = [workspace, *tags, len(tags)]
+        filters, params = _recall_filters(workspace, curated_only=curated_only, tags=tags)
         return tx.all(
             "SELECT e.slug, e.title, e.revision, e.curated_revision, e.body, m.word_map "
             "FROM entries_fts CROSS JOIN entries e ON e.id = entries_fts.rowid "
@@ -255,11 +256,11 @@ def search(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Seq
         )
     return tx.all(
         "SELECT e.slug, e.title, e.revision, e.curated_revision, e.body, m.word_map "
-        "FROM armarius_search_entries(to_tsquery('simple', ?), ?, ?, ?) hit "
+        "FROM armarius_search_entries(to_tsquery('simple', ?), ?, ?, ?, ?) hit "
         "JOIN entries e ON e.id = hit.entry_id AND e.workspace_id = ? "
         "LEFT JOIN entry_word_maps m ON m.entry_id = e.id AND m.workspace_id = e.workspace_id "
         "ORDER BY hit.rank DESC, hit.entry_id",
-        (expression, limit, curated_only, list(tags), workspace),
+        (expression, limit, curated_only, list(tags), max(limit, RANK_CANDIDATES), workspace),
     )
 
 
@@ -276,8 +277,10 @@ def similar_candidates(tx: Tx, expression: str, limit: int) -> list[Entry]:
             rows = tx.all(sql.replace("LIMIT ?", "AND entries_fts.rank MATCH ? ORDER BY entries_fts.rank LIMIT ?"),
                           (expression, workspace, _BM25_WEIGHTS, limit))
     else:
+        # Every match is ranked (no candidate bound): a duplicate shares the new entry's rarest words with
+        # it, and must not be missed because other entries share its more common ones.
         rows = tx.all(
-            f"SELECT {columns} FROM armarius_search_entries(to_tsquery('simple', ?), ?, false, '{{}}') hit "
+            f"SELECT {columns} FROM armarius_search_entries(to_tsquery('simple', ?), ?, false, '{{}}', NULL) hit "
             "JOIN entries e ON e.id = hit.entry_id AND e.workspace_id = ? ORDER BY hit.rank DESC, hit.entry_id",
             (expression, limit, workspace),
         )
@@ -366,3 +369,30 @@ def existing_slugs(tx: Tx, slugs: Sequence[str]) -> set[str]:
         (tx.require_workspace(), *slugs),
     )
     return {row["slug"] for row in rows}
+
+
+def recall_rows(tx: Tx, entry_ids: Sequence[int], *, curated_only: bool, tags: Sequence[str]) -> dict[int, Row]:
+    """The entries among ``entry_ids`` that pass recall's filters, as search returns them, by id."""
+    if not entry_ids:
+        return {}
+    workspace = tx.require_workspace()
+    filters, params = _recall_filters(workspace, curated_only=curated_only, tags=tags)
+    rows = tx.all(
+        "SELECT e.id, e.slug, e.title, e.revision, e.curated_revision, e.body, m.word_map FROM entries e "
+        "LEFT JOIN entry_word_maps m ON m.entry_id = e.id AND m.workspace_id = e.workspace_id "
+        f"WHERE e.workspace_id = ? AND e.id IN ({', '.join('?' for _ in entry_ids)}){filters}",
+        (workspace, *entry_ids, *params),
+    )
+    return {int(row["id"]): row for row in rows}
+
+
+def _recall_filters(workspace: int, *, curated_only: bool, tags: Sequence[str]) -> tuple[str, list[Any]]:
+    """recall's filters on entries ``e``: only curated ones, only those with every tag."""
+    filters, params = "", list[Any]()
+    if curated_only:
+        filters += " AND e.curated_revision = e.revision"
+    if tags:
+        filters += (f" AND e.id IN (SELECT entry_id FROM entry_tags WHERE workspace_id = ? AND tag IN "
+                    f"({', '.join('?' for _ in tags)}) GROUP BY entry_id HAVING count(*) = ?)")
+        params = [workspace, *tags, len(tags)]
+    return filters, params

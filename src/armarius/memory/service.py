@@ -38,10 +38,19 @@ from armarius.memory.model import (
 )
 from armarius.memory.snippets import snippet
 from armarius.memory.vectors import VectorIndex
-from armarius.store import Database, Tx, UniqueViolation, utc_now
+from armarius.store import Database, Row, Tx, UniqueViolation, utc_now
 from armarius.validation import check_filter
 
 RECALL_MAX = 50
+RECALL_MODES = ("hybrid", "lexical", "semantic")
+#: How many candidates each ranking gives a hybrid recall (at least), and the fusion's constant: a hit's
+#: score is the sum over the rankings that found it of 1 / (FUSION_K + its place there).
+FUSION_CANDIDATES = 30
+FUSION_K = 20
+#: The weight in the fusion of a ranking by words when no entry holds all of them (only some).
+ANY_WORD_WEIGHT = 0.3
+#: The least cosine similarity at which an entry counts as close in meaning to a query.
+SEMANTIC_FLOOR = 0.1
 _CREATE_TOPIC = 2001
 LIST_MAX = 200
 
@@ -83,39 +92,68 @@ class MemoryService:
     # Agent and human reads ---------------------------------------------------------------------
 
     def recall(self, actor: Actor, query: str, *, limit: int = 10, tags: list[str] | None = None,
-               curated_only: bool = False) -> dict[str, Any]:
-        """Ranked full-text search. User text is only ever words: no query syntax reaches the engine."""
+               curated_only: bool = False, mode: str = "hybrid") -> dict[str, Any]:
+        """Ranked search by words (full text), by meaning (vectors), or both fused (``hybrid``, the default).
+        User text is only ever words: no query syntax reaches the engine."""
         actor.require(Permission.MEMORY_READ)
         if not isinstance(query, str) or not isinstance(limit, int) or not 1 <= limit <= RECALL_MAX:
             raise InvalidInput(f"recall takes a query string and a limit from 1 to {RECALL_MAX}.", field="limit")
+        if mode not in RECALL_MODES:
+            raise InvalidInput(f"mode is one of {', '.join(RECALL_MODES)}.", field="mode")
+        if mode == "semantic" and self.vectors is None:
+            raise InvalidInput('Recall by meaning is off on this server (memory.embeddings = "off"): use mode '
+                               '"lexical" or "hybrid".', field="mode")
         wanted_tags = check_tags(tags)
         terms = list(dict.fromkeys(words(query)))[:32]
+        by_words, by_meaning = mode != "semantic", mode != "lexical" and self.vectors is not None
         if not terms:
-            return {"query": query, "match": "none", "results": [], "evidence": []}
+            return {"query": query, "mode": mode, "match": "none", "results": [], "evidence": []}
+        pool = max(limit, FUSION_CANDIDATES) if by_words and by_meaning else limit
         units: list[dict[str, Any]] = []
+        match, rows, near = "none", list[Row](), list[Row]()
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
-            match, rows = "all", queries.search(
-                tx, queries.match_expression(tx.dialect, [terms]), limit=limit, curated_only=curated_only,
-                tags=wanted_tags,
-            )
-            if not rows and len(terms) > 1:
-                match, rows = "any", queries.search(
-                    tx, queries.match_expression(tx.dialect, [[term] for term in terms]), limit=limit,
-                    curated_only=curated_only, tags=wanted_tags,
+            if by_words:
+                match, rows = "all", queries.search(
+                    tx, queries.match_expression(tx.dialect, [terms]), limit=pool, curated_only=curated_only,
+                    tags=wanted_tags,
                 )
-            # Active evidence units (a human reviewed and activated each), matched the same way; they carry
+                if not rows and len(terms) > 1:
+                    match, rows = "any", queries.search(
+                        tx, queries.match_expression(tx.dialect, [[term] for term in terms]), limit=pool,
+                        curated_only=curated_only, tags=wanted_tags,
+                    )
+            if by_meaning:
+                assert self.vectors is not None
+                near = self._nearest(tx, query, pool, curated_only=curated_only, tags=wanted_tags)
+            # Active evidence units (a human reviewed and activated each), matched by their words; they carry
             # no tags, so a search by tags finds none.
             if self.evidence is not None and not wanted_tags:
                 units = self.evidence.search(actor, [terms], limit=limit, within=tx)
                 if not units and len(terms) > 1:
                     units = self.evidence.search(actor, [[term] for term in terms], limit=limit, within=tx)
+        # Entries holding only some of the words are weaker evidence than those holding all of them.
+        ranked = _fuse([("lexical", rows, 1.0 if match == "all" else ANY_WORD_WEIGHT), ("semantic", near, 1.0)],
+                       limit)
         results = [{
             "slug": row["slug"], "title": row["title"], "snippet": snippet(row["body"], terms, row["word_map"]),
-            "revision": row["revision"], "curated": row["curated_revision"] == row["revision"],
-        } for row in rows]
+            "revision": row["revision"], "curated": row["curated_revision"] == row["revision"], "ranked_by": found,
+        } for row, found in ranked]
         evidence = [{"unit": unit["name"], "title": unit["title"], "snippet": snippet(unit["body"], terms),
                      "revision": unit["revision"], "kind": "evidence"} for unit in units]
-        return {"query": query, "match": match if rows else "none", "results": results, "evidence": evidence}
+        if not rows:
+            match = "meaning" if results else "none"
+        return {"query": query, "mode": mode, "match": match, "results": results, "evidence": evidence}
+
+    def _nearest(self, tx: Tx, query: str, limit: int, *, curated_only: bool, tags: tuple[str, ...]) -> list[Row]:
+        """The entries closest in meaning to the query that pass recall's filters, best first; none below
+        SEMANTIC_FLOOR (a query about nothing the workspace holds finds nothing)."""
+        assert self.vectors is not None
+        # Filters apply after ranking, so rank more when they may drop some.
+        wanted = limit * 4 if curated_only or tags else limit
+        near = [(entry_id, score) for entry_id, score in self.vectors.nearest(tx, query, wanted)
+                if score >= SEMANTIC_FLOOR]
+        rows = queries.recall_rows(tx, [entry_id for entry_id, _ in near], curated_only=curated_only, tags=tags)
+        return [rows[entry_id] for entry_id, _ in near if entry_id in rows][:limit]
 
     def read(self, actor: Actor, slug: str, revision: int | None = None) -> dict[str, Any]:
         actor.require(Permission.MEMORY_READ)
@@ -590,3 +628,19 @@ def _diff(slug: str, old: dict[str, Any], new: dict[str, Any], *, old_note: str 
         fromfile=f"{slug}@{old['revision']}{old_note}", tofile=f"{slug}@{new['revision']}{new_note}",
     )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _fuse(rankings: list[tuple[str, list[Row], float]], limit: int) -> list[tuple[Row, list[str]]]:
+    """Weighted reciprocal rank fusion: the best ``limit`` entries of the rankings (name, rows best first,
+    weight), each with the names of the rankings that found it."""
+    scores: dict[str, float] = {}
+    rows: dict[str, Row] = {}
+    found: dict[str, list[str]] = {}
+    for name, ranking, weight in rankings:
+        for place, row in enumerate(ranking, 1):
+            slug = row["slug"]
+            scores[slug] = scores.get(slug, 0.0) + weight / (FUSION_K + place)
+            rows.setdefault(slug, row)
+            found.setdefault(slug, []).append(name)
+    best = sorted(scores, key=lambda slug: -scores[slug])[:limit]
+    return [(rows[slug], found[slug]) for slug in best]

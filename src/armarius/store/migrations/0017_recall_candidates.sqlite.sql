@@ -1,0 +1,3 @@
+-- PostgreSQL only (its search function ranks a bounded number of candidates); SQLite's FTS5 ranks
+-- inside its index and has nothing to change. The version is kept so that both engines count the
+-- same migrations.
