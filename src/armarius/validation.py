@@ -1,7 +1,8 @@
 """JSON Schema checks for requests, with refusals that name the field and never echo a value.
 
 Stricter than plain JSON Schema where it matters here: 1.0 is not an integer (numbers are used
-as indexes and limits), and text must be valid Unicode (a lone surrogate cannot be stored).
+as indexes and limits), text (and a field's name) must be valid Unicode (a lone surrogate cannot be
+stored), and a request nests at most MAX_NESTING levels.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from armarius.errors import InvalidInput, echo
 #: The largest integer a request may carry: what SQLite, PostgreSQL's BIGINT and the database
 #: drivers all hold. Every integer in a request schema has a maximum of at most this.
 INT64_MAX = 2**63 - 1
+
+#: How deeply a request may nest objects and lists (the request itself is level 1). The schemas need
+#: a handful of levels; a deeper value is refused before a validator repeats it in a message, which
+#: for a value a thousand levels deep recurses past the interpreter's limit.
+MAX_NESTING = 64
 
 #: What no stored text may hold: NUL (PostgreSQL's text cannot) and unpaired surrogates (not Unicode).
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -68,6 +74,13 @@ def inline_refs(node: Any, definitions: Mapping[str, Any]) -> Any:
 
 def check(validator: Any, value: Mapping[str, Any], *, what: str) -> dict[str, Any]:
     """The value as a dict if it satisfies the validator's schema; otherwise ``invalid_input``."""
+    deep = _too_deep(value)
+    if deep is not None:
+        raise InvalidInput(
+            f"{deep!r} of {what} nests objects and lists more than {MAX_NESTING} levels deep, which no field "
+            "takes. Check the schema and call again.",
+            field=deep, rule="nesting",
+        )
     # The first error in path order; at one path an unknown field first (a misspelled required field
     # is both unknown and missing, and its spelling is the thing to fix).
     error = min(validator.iter_errors(value),
@@ -99,13 +112,30 @@ def _refuse_unknown_field(error: Any, field: str, what: str) -> None:
     )
 
 
+def _too_deep(value: Mapping[str, Any]) -> str | None:
+    """The field whose value nests deeper than MAX_NESTING (the request is level 1), found without
+    recursion; None if none does."""
+    stack: list[tuple[Any, int, str]] = [(item, 2, _field_name(key)) for key, item in value.items()]
+    while stack:
+        node, depth, field = stack.pop()
+        if isinstance(node, Mapping | list):
+            if depth > MAX_NESTING:
+                return field
+            children = node.values() if isinstance(node, Mapping) else node
+            stack += [(child, depth + 1, field) for child in children]
+    return None
+
+
+def _field_name(key: Any) -> str:
+    """A field's name as a refusal names it: a lone surrogate escaped (``\\ud800``), so that the
+    answer can be written as JSON."""
+    return str(key).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _non_unicode_field(value: Any, path: str = "") -> str | None:
+    """The first field (by its path) whose name or text holds a lone surrogate; None if none does."""
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return path or "arguments"
-        return None
+        return None if _is_unicode(value) else path or "arguments"
     if isinstance(value, Mapping):
         items = value.items()
     elif isinstance(value, list):
@@ -113,10 +143,21 @@ def _non_unicode_field(value: Any, path: str = "") -> str | None:
     else:
         return None
     for key, item in items:
-        found = _non_unicode_field(item, f"{path}.{key}" if path else str(key))
+        field = f"{path}.{_field_name(key)}" if path else _field_name(key)
+        if isinstance(key, str) and not _is_unicode(key):
+            return field
+        found = _non_unicode_field(item, field)
         if found is not None:
             return found
     return None
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _explain(rule: Any, expected: Any) -> str:

@@ -1,15 +1,35 @@
-"""MCP over stdio: the principal is the agent token given at start, re-checked on every call."""
+"""MCP over stdio: the principal is the agent token given at start, re-checked on every call.
+
+Every request gets an answer. The SDK's stdio transport reads each line with pydantic's JSON
+parser, which refuses some valid JSON (a lone-surrogate escape such as ``"\\ud800"``; nesting deeper
+than about 200 levels, which the SDK's own client writes up to 254) and then drops the line without
+an answer: the client would wait forever. Such a line is read again here with Python's parser,
+which takes both, and handled like any other (the tools refuse such values as ``invalid_input``).
+A line that parser cannot read either is answered with a JSON-RPC parse error for its id, or for
+none when no id can be found.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+import re
 from typing import Any
 
+import anyio
+import mcp_types as types
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 
 from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.mcp.server import build_server
+
+logger = logging.getLogger("armarius.mcp")
+
+Item = SessionMessage | Exception
 
 
 async def serve_stdio(app: Armarius, token: str) -> None:
@@ -19,5 +39,88 @@ async def serve_stdio(app: Armarius, token: str) -> None:
         return app.directory.authenticate_token(token)
 
     server = build_server(app, resolve_actor)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as tasks:
+        relayed, received = anyio.create_memory_object_stream[Item](0)
+        tasks.start_soon(_read_refused_lines_again, read_stream, relayed, write_stream)
+        await server.run(received, write_stream, server.create_initialization_options())
+        tasks.cancel_scope.cancel()
+
+
+async def _read_refused_lines_again(lines: ObjectReceiveStream[Item], relayed: ObjectSendStream[Item],
+                                    answers: ObjectSendStream[SessionMessage]) -> None:
+    """Pass the transport's messages on; a line its parser refused is read again, or answered."""
+    async with relayed:
+        async for item in lines:
+            forwarded = item
+            line = _refused_line(item)
+            if line is not None:
+                again = _read_again(line)
+                if isinstance(again, types.JSONRPCError):
+                    await answers.send(SessionMessage(again))
+                    continue
+                forwarded = again
+            await relayed.send(forwarded)
+
+
+def _refused_line(item: Item) -> str | None:
+    """The line a JSON parse error was about; None for anything else (a message, or a line that is
+    JSON but no JSON-RPC message, which the SDK deals with itself). The transport hands on pydantic's
+    ValidationError, a ValueError whose ``errors()`` name the kind of problem and its input."""
+    errors = getattr(item, "errors", None) if isinstance(item, ValueError) else None
+    problems: list[Any] = errors() if callable(errors) else []
+    if not problems or problems[0].get("type") != "json_invalid":
+        return None
+    line = problems[0].get("input")
+    return line if isinstance(line, str) else None
+
+
+def _read_again(line: str) -> SessionMessage | types.JSONRPCError:
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        logger.warning("a request line is not JSON that can be read; answered with a parse error")
+        return _parse_error(_request_id(line))
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_python(message, by_name=False))
+    except ValueError:  # pydantic's ValidationError
+        found = message.get("id") if isinstance(message, dict) else None
+        return types.JSONRPCError(jsonrpc="2.0", id=found if _is_id(found) else None, error=types.ErrorData(
+            code=types.INVALID_REQUEST, message="The request is JSON but no JSON-RPC message."))
+
+
+def _parse_error(request_id: str | int | None) -> types.JSONRPCError:
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(
+        code=types.PARSE_ERROR, message="The request is not JSON this server can read (malformed, or nested too "
+                                        "deeply); send it again as plain JSON."))
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+#: What the id scan stops at: a string, or a run of opening or closing brackets.
+_STRUCTURE = re.compile(r'"|[\[{]+|[\]}]+')
+_COLON = re.compile(r"\s*:\s*")
+
+
+def _request_id(line: str) -> str | int | None:
+    """The ``id`` member of the line's top-level object, found without parsing the rest (which may
+    nest deeper than any parser here goes); None if there is none."""
+    depth, index = 0, 0
+    while (found := _STRUCTURE.search(line, index)) is not None:
+        run, index = found.group(), found.end()
+        if run != '"':
+            depth += len(run) if run[0] in "[{" else -len(run)
+            continue
+        try:
+            text, index = json.decoder.scanstring(line, index)  # type: ignore[attr-defined]
+        except ValueError:
+            return None
+        colon = _COLON.match(line, index)
+        if depth == 1 and text == "id" and colon is not None:
+            try:
+                value, _end = json.JSONDecoder().raw_decode(line, colon.end())
+            except (ValueError, RecursionError):
+                return None
+            return value if _is_id(value) else None
+    return None

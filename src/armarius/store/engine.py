@@ -190,7 +190,10 @@ class SqliteDatabase(Database):
         self.path, self.synchronous = path, synchronous
         self._writer = _writer_lock(path)
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        #: Every open connection, by the thread that uses it. A connection is closed with the database,
+        #: or once its thread has ended: the server's worker threads come and go (anyio ends one idle for
+        #: 10 s), and each kept connection would hold two files and a page cache for good.
+        self._all: dict[threading.Thread, sqlite3.Connection] = {}
         self._lock = threading.Lock()
 
     def connect(self) -> sqlite3.Connection:
@@ -212,7 +215,9 @@ class SqliteDatabase(Database):
             connection = self.connect()
             self._local.connection = connection
             with self._lock:
-                self._all.append(connection)
+                for ended in [thread for thread in self._all if not thread.is_alive()]:
+                    self._all.pop(ended).close()
+                self._all[threading.current_thread()] = connection
         return connection
 
     @contextmanager
@@ -243,7 +248,7 @@ class SqliteDatabase(Database):
 
     def close(self) -> None:
         with self._lock:
-            for connection in self._all:
+            for connection in self._all.values():
                 connection.close()
             self._all.clear()
         self._local = threading.local()
