@@ -18,8 +18,16 @@ bench/corpus.py. For each engine and each corpus size (cumulative: the 100,000 c
 Bare queries do the same logical work as recall: all words (AND); if that finds nothing and the
 query has several words, any word (OR). ``floor AND`` is the floor's first query alone, comparable
 to the anchors. The corpus is loaded with the memory query functions in large transactions (no audit
-events), so the schema's own triggers fill the FTS5 index and the PostgreSQL search table;
-PostgreSQL gets ``VACUUM ANALYZE`` after each load, as autovacuum would do.
+events), so the schema's own triggers fill the FTS5 index and the PostgreSQL search table.
+
+Recall and its floor are timed on settled indexes: PostgreSQL gets ``VACUUM ANALYZE`` after each load
+and again after the timed remember calls (service and MCP), before the recall calls, as autovacuum
+would do. Until then the entries just written sit in the GIN index's pending list, which every search
+reads in full: the floor of a rare word took 59 ms over that list instead of 0.1 ms.
+
+Recall is by words (``memory.embeddings = "off"``, the default here), the search the bare queries
+repeat; ``--embeddings wordllama`` times remember and recall with vectors as well (the bare "same"
+and floor queries still search by words only).
 
 Every timed loop stops at its count or its time budget (``--budget`` seconds), whichever comes
 first, so a slow path shows as a rate over fewer calls instead of stalling the run.
@@ -31,6 +39,7 @@ asserts nothing.
 
     .venv/bin/pip install -e '.[bench]'
     .venv/bin/python bench/memory.py [--sizes 10000,100000] [--engines sqlite,postgresql] [--queries 200]
+                                     [--embeddings off|wordllama]
 """
 
 from __future__ import annotations
@@ -48,7 +57,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -161,6 +170,8 @@ class SizeFigures:
     entries: int
     load_seconds: float
     prepare_seconds: float
+    #: VACUUM ANALYZE after the timed remember calls (service, then MCP), before recall is timed.
+    settle_seconds: list[float] = field(default_factory=list)
     remember: Writes = field(default_factory=Writes)
     recall: dict[str, Reads] = field(default_factory=dict)
     mcp_remember: Writes = field(default_factory=Writes)
@@ -216,11 +227,14 @@ class BareSearch:
             self._postgres = psycopg.connect(settings.database_migrate_url or "", autocommit=True)
             self._postgres.execute("SELECT set_config('armarius.workspace_id', %s, false)", (str(workspace_id),))
 
-    def _run(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+    def _run(self, sql: str, params: tuple[Any, ...]) -> tuple[list[Any], list[str]]:
+        """The rows and the names of their columns."""
         if self._sqlite is not None:
-            return self._sqlite.execute(sql, params).fetchall()
-        assert self._postgres is not None
-        return self._postgres.execute(sql, params).fetchall()  # type: ignore[arg-type]
+            cursor: Any = self._sqlite.execute(sql, params)
+        else:
+            assert self._postgres is not None
+            cursor = self._postgres.execute(sql, params)
+        return cursor.fetchall(), [column[0] for column in cursor.description or ()]
 
     def _statement(self, expression: str, same: bool) -> tuple[str, tuple[Any, ...]]:
         if not same:
@@ -237,14 +251,16 @@ class BareSearch:
         both = [self._statement(queries.match_expression(self.dialect, groups), same)
                 for groups in ([terms], [[term] for term in terms])]
         started = time.perf_counter()
-        rows = self._run(*both[0])
+        rows, columns = self._run(*both[0])
         first = time.perf_counter() - started
         fell_back = not rows and len(terms) > 1
         if fell_back:
-            rows = self._run(*both[1])
-        if same:
+            rows, columns = self._run(*both[1])
+        if same and rows:
+            # Recall's snippets, cut from the bodies with their word maps (columns named as recall reads them).
+            body, word_map = columns.index("body"), columns.index("word_map")
             for row in rows:
-                snippet(row[-1], terms)  # recall's snippets, cut from the bodies (the statement's last column)
+                snippet(row[body], terms, row[word_map])
         return len(rows), first, fell_back
 
     def close(self) -> None:
@@ -280,11 +296,14 @@ def load(app: Armarius, workspace_id: int, documents: Sequence[Document]) -> Non
                                (workspace_id, entry_id, target))
 
 
-def prepare(settings: Settings) -> None:
-    """PostgreSQL: what autovacuum does after a bulk load (statistics, GIN pending list)."""
+def prepare(settings: Settings) -> float:
+    """PostgreSQL: what autovacuum does after a bulk load or a run of writes (statistics, and the GIN
+    pending list merged into the index, which every search would otherwise read in full). Seconds taken."""
+    started = time.perf_counter()
     if settings.database_url is not None:
         with psycopg.connect(settings.database_migrate_url or "", autocommit=True) as connection:
             connection.execute("VACUUM ANALYZE")
+    return time.perf_counter() - started
 
 
 def entry_count(app: Armarius, workspace_id: int) -> int:
@@ -368,7 +387,9 @@ def measure_recall(app: Armarius, actor: Actor, bare: BareSearch, query_set: Seq
 
 
 def mcp_environment(settings: Settings, token: str) -> dict[str, str]:
-    env = {"ARMARIUS_TOKEN": token}
+    env = {"ARMARIUS_TOKEN": token, "ARMARIUS_MEMORY_EMBEDDINGS": settings.memory_embeddings}
+    if "PYTHONPATH" in os.environ:  # the server runs the code this benchmark imports
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     if settings.database_url is not None:
         env["ARMARIUS_DATABASE_URL"] = settings.database_url
         env["ARMARIUS_DATABASE_MIGRATE_URL"] = settings.database_migrate_url or settings.database_url
@@ -377,7 +398,7 @@ def mcp_environment(settings: Settings, token: str) -> dict[str, str]:
 
 async def measure_mcp(settings: Settings, token: str, documents: Sequence[Document], mixed: Sequence[str],
                       budget: float, figures: SizeFigures) -> None:
-    """One stdio server process, one client: remember calls, then recall calls (the mix)."""
+    """One stdio server process, one client: remember calls, then (indexes settled) recall calls (the mix)."""
     from mcp.client.client import Client
     from mcp.client.stdio import StdioServerParameters
 
@@ -407,6 +428,7 @@ async def measure_mcp(settings: Settings, token: str, documents: Sequence[Docume
             if deadline.passed():
                 break
         writes.seconds = time.perf_counter() - started
+        figures.settle_seconds.append(prepare(settings))
         deadline = Deadline(budget)
         for query in mixed:
             begun = time.perf_counter()
@@ -430,6 +452,7 @@ class Options:
     budget: float
     seed: int
     profile: bool
+    embeddings: str
 
 
 def interleave(query_sets: dict[str, list[str]], count: int) -> list[str]:
@@ -446,8 +469,10 @@ def measure_size(app: Armarius, actor: Actor, token: str, bare: BareSearch, corp
     writes = corpus.documents(base, base + WARMUP_WRITES + options.remembers, new_slug)
     figures.remember = measure_remember(app, actor, writes, budget,
                                         profiles.setdefault("remember", cProfile.Profile()) if profiling else None)
+    figures.settle_seconds.append(prepare(app.settings))
     print(f"  {engine} {size:,}: remember {figures.remember.rate:,.0f}/s over {len(figures.remember.latencies)} "
-          "calls", flush=True)
+          "calls" + (f" (+ {figures.settle_seconds[0]:.1f} s VACUUM ANALYZE)" if engine == "postgresql" else ""),
+          flush=True)
     query_sets = {name: corpus.queries(name, options.queries, size) for name in QUERY_CLASSES}
     for name, query_set in query_sets.items():
         figures.recall[name] = measure_recall(app, actor, bare, query_set, budget,
@@ -457,8 +482,9 @@ def measure_size(app: Armarius, actor: Actor, token: str, bare: BareSearch, corp
     mcp_writes = corpus.documents(mcp_base, mcp_base + WARMUP_WRITES + options.mcp_remembers, new_slug)
     asyncio.run(measure_mcp(app.settings, token, mcp_writes, interleave(query_sets, options.mcp_queries), budget,
                             figures))
+    settled = f" (+ {figures.settle_seconds[-1]:.1f} s VACUUM ANALYZE between)" if engine == "postgresql" else ""
     print(f"  {engine} {size:,}: MCP remember {figures.mcp_remember.rate:,.0f}/s, recall p50 "
-          f"{ms(percentile(figures.mcp_recall, 0.5))} ms", flush=True)
+          f"{ms(percentile(figures.mcp_recall, 0.5))} ms{settled}", flush=True)
 
 
 def run_engine(engine: str, settings: Settings, corpus: Corpus, documents: Sequence[Document],
@@ -586,6 +612,9 @@ def parse_options() -> Options:
     parser.add_argument("--budget", type=float, default=20.0,
                         help="seconds after which a timed loop stops early (per measurement and query class)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--embeddings", default="off", choices=("off", "wordllama"),
+                        help="memory.embeddings of the server timed (default off: recall by words, as the bare "
+                             "queries search)")
     parser.add_argument("--profile", action="store_true",
                         help="cProfile the service remember and recall calls on SQLite at the largest size")
     args = parser.parse_args()
@@ -598,13 +627,14 @@ def parse_options() -> Options:
     if min(args.queries, args.remembers, args.mcp_remembers, args.mcp_queries) < 1:
         parser.error("counts must be at least 1")
     return Options(sizes, engines, args.queries, args.remembers, args.mcp_remembers, args.mcp_queries, args.budget,
-                   args.seed, args.profile)
+                   args.seed, args.profile, args.embeddings)
 
 
 def main() -> None:
     options = parse_options()
     began = time.perf_counter()
-    print(f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, cpus {os.cpu_count()}")
+    print(f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, cpus {os.cpu_count()}, "
+          f"memory.embeddings {options.embeddings}")
     corpus = Corpus(options.seed)
     documents = corpus.documents(0, options.sizes[-1])
     average = statistics.fmean(len(document.title) + len(document.body) for document in documents)
@@ -619,7 +649,8 @@ def main() -> None:
         for engine in options.engines:
             with ExitStack() as stack:
                 try:
-                    settings = stack.enter_context(runners[engine](Path(temporary) / engine))
+                    settings = replace(stack.enter_context(runners[engine](Path(temporary) / engine)),
+                                       memory_embeddings=options.embeddings)
                 except psycopg.OperationalError as error:
                     print(f"PostgreSQL is not reachable at {PG_ADMIN_URL}: {error}; skipping it")
                     continue

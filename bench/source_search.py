@@ -7,13 +7,16 @@ on every machine with the same git. It is cached under /tmp/armarius-bench-corpu
 builds it again).
 
 Literals are chosen deterministically (seeded) from the identifiers of the tree: **rare** ones occur
-(as a fixed string) in 1-3 files, **frequent** ones in 100-999 files; **prefixed** queries are
-frequent literals limited to one directory of the tree (``path_prefix``).
+(as a fixed string) in 1-3 files, **frequent** ones in 100-999 files, **common** ones in 1,000 files
+or more (more files than an answer lists: ``max_files``, so the answer is cut, and git grep prints
+every line); **prefixed** queries are frequent literals limited to one directory of the tree
+(``path_prefix``).
 
 For every literal, ``git grep -n -F -I -e WORD <commit>`` (argument vector, no pager, no system or
 global git configuration) and ``ResearchService.query`` (which also writes its capture file) are
-run once each to warm the caches, then timed once each, alternately. The table gives p50/p95 per
-class and the ratio ours / git grep (target: <= 1.3x, capture writing included).
+run once each to warm the caches, then timed once each, alternately. "Ours" is what a research session
+does: ``ResearchService.answer``, then its capture file written into an evidence folder. The table gives
+p50/p95 per class and the ratio ours / git grep (target: <= 1.3x, capture writing included).
 
     .venv/bin/python bench/source_search.py [--rebuild] [--queries 30] [--package django==5.2.19]
                                             [--profile] [--alternatives [--alternative-queries N]]
@@ -28,7 +31,7 @@ rare literal, each case in a fresh process against ``git grep -z -n -F -I`` over
 reset after start-up) and tracemalloc's peak for one query.
 
 ``--alternatives`` times, instead of ``source.search``, in-process readers of the same commit against
-``git grep -n -F -I`` (also with ``--threads=1``) for the rare and frequent literals: pygit2 (libgit2)
+``git grep -n -F -I`` (also with ``--threads=1``) for the rare, frequent and common literals: pygit2 (libgit2)
 and dulwich (the ``bench`` extra), each with a tree walk per query ("cold tree walk") and with the
 commit's blob list made once ("tree cached"), every blob read from the object database, binary blobs
 (a NUL byte in the first 8,000 bytes) skipped, lines holding the literal bytes counted. Every method
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import io
 import json
 import os
@@ -70,10 +74,12 @@ MAX_HITS = 1000
 MAX_FILES = 1000
 RARE_FILES = (1, 3)
 FREQUENT_FILES = (100, 999)
+#: In more files than an answer lists (MAX_FILES): chosen among identifiers in at least half as many files.
+COMMON_FILES = (MAX_FILES, 10**9)
 #: Prefixed queries: a directory holding at least this share of the tree's files, but not all of it.
 PREFIX_FILES = (300, 1500)
 TARGET_RATIO = 1.3
-CLASSES = ("rare", "frequent", "prefixed")
+CLASSES = ("rare", "frequent", "common", "prefixed")
 #: Git's own binary test (``buffer_is_binary``): a NUL byte in the first 8,000 bytes.
 BINARY_PROBE = 8000
 IDENTIFIER = re.compile(rb"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]{5,40}(?![A-Za-z0-9_])")
@@ -220,10 +226,10 @@ def text_blobs(repo: Path, commit: str) -> Iterator[tuple[str, bytes]]:
     for line in git(repo, "ls-tree", "-r", "-z", commit).split(b"\0"):
         if not line:
             continue
-        meta, _, path = line.partition(b"\t")
+        meta, _, raw_path = line.partition(b"\t")
         _mode, kind, oid = meta.split()
         if kind == b"blob":
-            entries.append((path.decode("utf-8", "surrogateescape"), oid.decode()))
+            entries.append((raw_path.decode("utf-8", "surrogateescape"), oid.decode()))
     request = "".join(f"{oid}\n" for _, oid in entries).encode()
     output = subprocess.run(["git", "-C", str(repo), "cat-file", "--batch"], input=request, env=GIT_ENV,
                             capture_output=True, check=True).stdout
@@ -249,7 +255,8 @@ class Query:
 
 
 def choose_queries(corpus: Corpus, count: int) -> list[Query]:
-    """Seeded choice of rare / frequent / prefixed literals, checked as fixed strings over the text blobs."""
+    """Seeded choice of rare / frequent / prefixed / common literals, checked as fixed strings over the text
+    blobs (common last, so that the other classes are the literals earlier runs chose)."""
     blobs = list(text_blobs(corpus.repo, corpus.commit))
     document_frequency: Counter[bytes] = Counter()
     for _path, content in blobs:
@@ -282,8 +289,10 @@ def choose_queries(corpus: Corpus, count: int) -> list[Query]:
         if path.startswith(prefix):
             in_prefix.update(set(IDENTIFIER.findall(content)))
     prefixed = pick([word for word, df in sorted(in_prefix.items()) if df >= 20], (20, 10**9), prefix)
+    common = pick([word for word, df in by_frequency if df >= COMMON_FILES[0] // 2], COMMON_FILES)
     queries = [Query("rare", word.decode(), files) for word, files in rare]
     queries += [Query("frequent", word.decode(), files) for word, files in frequent]
+    queries += [Query("common", word.decode(), files) for word, files in common]
     queries += [Query("prefixed", word.decode(), files, prefix) for word, files in prefixed]
     return queries
 
@@ -333,14 +342,34 @@ def run_grep(command: list[str]) -> tuple[float, int]:
     return elapsed, completed.stdout.count(b"\n")
 
 
-def research_interface() -> tuple[Callable[[Path], Any], type] | str:
-    """(load_research_config, ResearchService), or why they cannot be imported."""
+class RecordingSearch:
+    """``source.search`` as a research session records it: the service's answer (it writes nothing
+    itself), its capture file written into the evidence folder, and the view the caller is shown."""
+
+    def __init__(self, service: Any, evidence_dir: Path, write_capture: Callable[[Path, Any], Path]) -> None:
+        self.service, self.evidence_dir, self.write_capture = service, evidence_dir, write_capture
+
+    def query(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        answer = self.service.answer(arguments)
+        self.write_capture(self.evidence_dir, answer.capture)
+        view: dict[str, Any] = answer.view()
+        return view
+
+
+def research_interface() -> tuple[Callable[[Path], Any], Callable[..., RecordingSearch]] | str:
+    """(load_research_config, a maker of RecordingSearch from a config and an evidence folder), or why they
+    cannot be imported."""
     try:
+        from armarius.research.captures import write_capture
         from armarius.research.config import load_research_config
         from armarius.research.service import ResearchService
     except ImportError as error:
         return f"{type(error).__name__}: {error}"
-    return load_research_config, ResearchService
+
+    def recording(config: Any, *, evidence_dir: Path) -> RecordingSearch:
+        return RecordingSearch(ResearchService(config), evidence_dir, write_capture)
+
+    return load_research_config, recording
 
 
 def clear_blob_memo(config: Any) -> bool:
@@ -430,9 +459,9 @@ def measure(corpus: Corpus, queries: list[Query], profile: bool) -> Run:
                 arguments["path_prefix"] = query.path_prefix
             run_grep(command)  # warm-up: the page cache for this literal's blobs
             run.memo_cleared = clear_blob_memo(config)
-            first_seconds, _ = time_first(lambda arguments=arguments: first_service.query(dict(arguments)))
+            first_seconds, _ = time_first(functools.partial(first_service.query, dict(arguments)))
             grep_seconds, lines = run_grep(command)
-            repeat_seconds, answer = time_repeat(lambda arguments=arguments: repeat_service.query(dict(arguments)))
+            repeat_seconds, answer = time_repeat(functools.partial(repeat_service.query, dict(arguments)))
             hits, cut = count_hits(answer.get("result") if isinstance(answer, dict) else None)
             run.samples.append(Sample(query, grep_seconds, lines, first_seconds, repeat_seconds, hits, cut))
         stored = [path for path in (scratch / "evidence-repeat").rglob("*") if path.is_file()]
@@ -444,7 +473,7 @@ def measure(corpus: Corpus, queries: list[Query], profile: bool) -> Run:
 # --- alternatives (--alternatives) ----------------------------------------------------------------
 
 #: Classes timed by --alternatives (the in-process readers search the whole tree; no path prefix).
-ALTERNATIVE_CLASSES = ("rare", "frequent")
+ALTERNATIVE_CLASSES = ("rare", "frequent", "common")
 #: Timed seconds allowed per in-process variant (estimated from its warm-up); fewer literals if needed.
 ALTERNATIVE_BUDGET = 30.0
 REGULAR_FILE_MODES = (0o100644, 0o100755)
@@ -834,8 +863,8 @@ def report_header(corpus: Corpus, queries: list[Query], options: argparse.Namesp
           f"{corpus.pack_bytes:,} bytes in objects/; git {git_version()}, {os.cpu_count()} CPUs")
     prefix = next((query.path_prefix for query in queries if query.path_prefix), None)
     print(f"literals (seed {SEED}): rare = in {RARE_FILES[0]}-{RARE_FILES[1]} files, frequent = in "
-          f"{FREQUENT_FILES[0]}-{FREQUENT_FILES[1]} files, prefixed = in >= 20 files under path_prefix {prefix!r}; "
-          f"up to {options.queries} per class")
+          f"{FREQUENT_FILES[0]}-{FREQUENT_FILES[1]} files, common = in >= {COMMON_FILES[0]:,} files, prefixed = in "
+          f">= 20 files under path_prefix {prefix!r}; up to {options.queries} per class")
     print()
 
 
