@@ -89,7 +89,7 @@ from database_rows import (
     varying_pairs,
 )
 from databases import PG_ADMIN_URL, engine_settings, environment, postgres_available, sqlite_settings
-from memory import load, new_slug, prepare
+from memory import embed_loaded, load, new_slug, prepare
 from processes import (
     StdioServer,
     ToolError,
@@ -119,8 +119,7 @@ from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind, Role
 from armarius.auth.secrets import new_password
 from armarius.config import Settings
-from armarius.memory import vectors
-from armarius.memory.embeddings import Embedder, entry_text, quantize
+from armarius.memory.embeddings import Embedder, quantize
 
 SERVER_MEMORY = ("@modelcontextprotocol/server-memory", "2026.8.31")
 DBHUB = ("@bytebase/dbhub", "1.4.0")
@@ -407,18 +406,9 @@ def fill(bench: Bench, app: Armarius, workspace_id: int, documents: Sequence[Doc
     """Entries as remember leaves them: loaded in large transactions (bench/memory.py), then given their
     vectors (recall by meaning) as `armarius memory reindex` writes them, each text embedded once per run."""
     load(app, workspace_id, documents)
-    index = app.memory.vectors
-    if index is None:
-        return
-    model = index.embedder.model_id
-    while True:
-        with app.database.transaction(workspace_id=workspace_id, write=True) as tx:
-            rows = vectors.missing(tx, model, 5_000)
-            if not rows:
-                return
-            found = bench.embed(index.embedder, [entry_text(row["title"], row["body"]) for row in rows])
-            vectors.put(tx, [(row["id"], row["revision"], vector) for row, vector in zip(rows, found, strict=True)],
-                        model)
+    if app.memory.vectors is not None:
+        embedder = app.memory.vectors.embedder
+        embed_loaded(app, workspace_id, lambda texts: bench.embed(embedder, texts))
 
 
 def armarius_stdio(bench: Bench, settings: Settings, token: str, **env: str
@@ -1079,8 +1069,10 @@ class FloorSearch:
 
     SQLITE = ("SELECT rowid FROM entries_fts WHERE entries_fts MATCH ? "
               "ORDER BY bm25(entries_fts, 2.0, 4.0, 1.0) LIMIT ?")
-    POSTGRES = ("SELECT entry_id FROM entry_search, to_tsquery('simple', %s) q WHERE tsv @@ q "
-                "ORDER BY ts_rank(tsv, q) DESC, entry_id LIMIT %s")
+    #: PostgreSQL ranks the first RANK_CANDIDATES matches in the index's order, as recall does (all of them
+    #: for a word found in fewer entries), so that a common word's answers can be compared at all.
+    POSTGRES = ("SELECT entry_id FROM (SELECT entry_id, tsv FROM entry_search WHERE tsv @@ to_tsquery('simple', %s) "
+                "LIMIT %s) candidate ORDER BY ts_rank(tsv, to_tsquery('simple', %s)) DESC, entry_id LIMIT %s")
 
     def __init__(self, settings: Settings) -> None:
         from armarius.memory import queries
@@ -1092,6 +1084,9 @@ class FloorSearch:
             self._connection: Any = sqlite3.connect(settings.sqlite_path)
         else:  # the owner: no row-level security; one workspace here, so no workspace filter either
             self._connection = psycopg.connect(settings.database_migrate_url or "", autocommit=True)
+            # As recall's search function: the candidates from the GIN index, never from a sequential scan.
+            self._connection.execute("SET enable_seqscan = off")
+            self._connection.execute("SET max_parallel_workers_per_gather = 0")
         self.slugs = {row[0]: row[1] for row in self._connection.execute("SELECT id, slug FROM entries")}
 
     def search(self, query: str) -> list[str]:
@@ -1099,7 +1094,9 @@ class FloorSearch:
         statement = self.SQLITE if self.dialect == "sqlite" else self.POSTGRES
         for groups in ([terms], [[term] for term in terms]):
             expression = self._queries.match_expression(self.dialect, groups)
-            rows = self._connection.execute(statement, (expression, RECALL_LIMIT)).fetchall()
+            params = ((expression, RECALL_LIMIT) if self.dialect == "sqlite"
+                      else (expression, self._queries.RANK_CANDIDATES, expression, RECALL_LIMIT))
+            rows = self._connection.execute(statement, params).fetchall()
             if rows or len(terms) < 2:
                 break
         return [self.slugs[row[0]] for row in rows]

@@ -26,7 +26,8 @@ would do. Until then the entries just written sit in the GIN index's pending lis
 reads in full: the floor of a rare word took 59 ms over that list instead of 0.1 ms.
 
 Recall is by words (``memory.embeddings = "off"``, the default here), the search the bare queries
-repeat; ``--embeddings wordllama`` times remember and recall with vectors as well (the bare "same"
+repeat; ``--embeddings wordllama`` gives the loaded entries their vectors, prints what they take on
+disk, and times remember and recall (hybrid, the default mode) with vectors as well (the bare "same"
 and floor queries still search by words only).
 
 Every timed loop stops at its count or its time budget (``--budget`` seconds), whichever comes
@@ -69,7 +70,8 @@ from armarius.app import Armarius, open_app
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind, Role
 from armarius.config import Settings
-from armarius.memory import queries
+from armarius.memory import queries, vectors
+from armarius.memory.embeddings import entry_text, quantize
 from armarius.memory.model import parse_links, slug_key, words
 from armarius.memory.service import RememberRequest
 from armarius.memory.snippets import snippet
@@ -296,6 +298,40 @@ def load(app: Armarius, workspace_id: int, documents: Sequence[Document]) -> Non
                                (workspace_id, entry_id, target))
 
 
+def embed_loaded(app: Armarius, workspace_id: int,
+                 embed: Callable[[list[str]], list[bytes]] | None = None) -> None:
+    """Give the loaded entries their vectors (recall by meaning) as `armarius memory reindex` writes them;
+    ``embed`` makes quantized vectors of texts (by default the server's model, one text at a time batched)."""
+    index = app.memory.vectors
+    if index is None:
+        return
+    embedder, model = index.embedder, index.embedder.model_id
+
+    def by_model(texts: list[str]) -> list[bytes]:
+        return [quantize(vector) for vector in embedder.embed(texts)]
+
+    while True:
+        with app.database.transaction(workspace_id=workspace_id, write=True) as tx:
+            rows = vectors.missing(tx, model, 5_000)
+            if not rows:
+                return
+            found = (embed or by_model)([entry_text(row["title"], row["body"]) for row in rows])
+            vectors.put(tx, [(row["id"], row["revision"], vector) for row, vector in zip(rows, found, strict=True)],
+                        model)
+
+
+def vector_bytes(settings: Settings) -> int:
+    """What the entry vectors take on disk: the table and its indexes."""
+    if settings.database_url is None:
+        with sqlite3.connect(settings.sqlite_path) as connection:
+            return int(connection.execute(
+                "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name = 'entry_vectors' "
+                "OR name IN (SELECT name FROM sqlite_master WHERE tbl_name = 'entry_vectors')").fetchone()[0])
+    with psycopg.connect(settings.database_migrate_url or "") as connection:
+        row = connection.execute("SELECT pg_total_relation_size('entry_vectors')").fetchone()
+        return int(row[0]) if row else 0
+
+
 def prepare(settings: Settings) -> float:
     """PostgreSQL: what autovacuum does after a bulk load or a run of writes (statistics, and the GIN
     pending list merged into the index, which every search would otherwise read in full). Seconds taken."""
@@ -502,14 +538,17 @@ def run_engine(engine: str, settings: Settings, corpus: Corpus, documents: Seque
         for stage, size in enumerate(options.sizes):
             started = time.perf_counter()
             load(app, workspace.id, documents[loaded:size])
+            embed_loaded(app, workspace.id)
             loaded_at = time.perf_counter()
             prepare(settings)
             figures = SizeFigures(engine, size, entry_count(app, workspace.id), loaded_at - started,
                                   time.perf_counter() - loaded_at)
             loaded = size
+            embedded = (f", vectors {vector_bytes(settings) / 1e6:.1f} MB on disk"
+                        if app.memory.vectors is not None else "")
             print(f"  {engine} {size:,}: loaded to {figures.entries:,} entries in {figures.load_seconds:.1f} s"
-                  + (f" (+ {figures.prepare_seconds:.1f} s VACUUM ANALYZE)" if engine == "postgresql" else ""),
-                  flush=True)
+                  + (f" (+ {figures.prepare_seconds:.1f} s VACUUM ANALYZE)" if engine == "postgresql" else "")
+                  + embedded, flush=True)
             measure_size(app, actor, token, bare, corpus, figures, stage, options, profiles)
             results.append(figures)
     finally:

@@ -262,9 +262,17 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """After a full, green run: every registered error code must have been raised by some test."""
+    """After a full, green run: every registered error code must have been raised by some test.
+
+    With several workers (pytest-xdist, as scripts/test runs the suite) each worker hands the codes it
+    saw raised and its counts to the controller, which checks and prints them for the whole run."""
     from armarius.errors import ERROR_CODES, raised_codes
 
+    worker_output = getattr(session.config, "workeroutput", None)
+    if worker_output is not None:
+        worker_output["raised_codes"] = sorted(raised_codes)
+        worker_output["counts"] = dict(scale.COUNTS)
+        return
     whole_suite = not session.config.option.keyword and not session.config.option.markexpr and all(
         Path(arg).resolve() == Path(__file__).parent for arg in session.config.args
     )
@@ -274,3 +282,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if never_raised:
         session.config.get_terminal_writer().line(f"error codes never exercised by a test: {never_raised}", red=True)
         session.exitstatus = 1
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """A pytest-xdist worker finished: what it saw counts for the whole run (see pytest_sessionfinish)."""
+    from armarius.errors import raised_codes
+
+    output = getattr(node, "workeroutput", {})
+    raised_codes.update(output.get("raised_codes", ()))
+    scale.COUNTS.update(output.get("counts", {}))

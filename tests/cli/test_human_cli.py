@@ -135,8 +135,11 @@ def test_search_is_the_agents_recall(app: Armarius, settings: Settings, team: Te
     assert text.exit_code == 0, text.stderr
     assert "ops/staging-server  (revision 1, not curated)" in text.stdout
     assert "**staging**" in text.stdout
-    nothing = human(settings, "memory", "search", "zeppelin")
+    nothing = human(settings, "memory", "search", "zeppelin", "--mode", "lexical")
     assert nothing.stdout.strip() == "No entry matches."
+    # By meaning, something is always closest: the heading says that no entry holds the words.
+    near = human(settings, "memory", "search", "zeppelin")
+    assert near.stdout.startswith("No entry holds the words; these are close in meaning:"), near.stdout
 
 
 # Reverting an agent's override ---------------------------------------------------------------------

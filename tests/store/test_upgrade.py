@@ -312,7 +312,9 @@ def test_new_writes_continue_the_old_data_and_chains(upgraded: tuple[Settings, O
             "ops/deploy", "Deploying", DEPLOY_2 + "Tag the release first.\n", override_curated=True,
             reason="the release needs a tag now"))
         assert (overridden["status"], overridden["revision"], overridden["needs_review"]) == ("written", 3, True)
-        assert [hit["slug"] for hit in application.memory.recall(agent, "Monday")["results"]] == ["ops/staging"]
+        assert [hit["slug"] for hit in application.memory.recall(agent, "Monday", mode="lexical")["results"]] == [
+            "ops/staging"]
+        assert application.memory.recall(agent, "Monday")["results"][0]["slug"] == "ops/staging"
 
         # What the newest migration added, used by the old rows: a web login of the old human.
         web = WebSessions(application.database, application.directory, idle=timedelta(minutes=60),

@@ -268,10 +268,18 @@ def test_search_is_recall_with_evidence_hits(app: Armarius, visitors: Visitors) 
     assert "**staging** **database**" in page.text
     assert "Evidence units" in page.text
     assert 'href="/evidence/units/incident/staging"' in page.text
-    assert [hit["slug"] for hit in twin["results"]] == ["ops/staging"]
+    assert twin["mode"] == "hybrid"
+    assert twin["results"][0]["slug"] == "ops/staging"
+    assert twin["results"][0]["ranked_by"] == ["lexical", "semantic"]
     assert [unit["unit"] for unit in twin["evidence"]] == ["incident/staging"]
-    none = person.http.get("/entries", params={"q": "zebra"})
+    by_words = person.http.get("/api/entries/search", params={"q": "staging database", "mode": "lexical"}).json()
+    assert [(hit["slug"], hit["ranked_by"]) for hit in by_words["results"]] == [("ops/staging", ["lexical"])]
+    none = person.http.get("/entries", params={"q": "zebra", "mode": "lexical"})
     assert "No entry matches" in none.text
+    assert '<option value="lexical" selected>' in none.text
+    assert "found by words and meaning" in page.text
+    refused = person.http.get("/api/entries/search", params={"q": "zebra", "mode": "fuzzy"})
+    assert (refused.status_code, refused.json()["error"]["code"]) == (400, "invalid_input")
 
 
 # In a real browser --------------------------------------------------------------------------------

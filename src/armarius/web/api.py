@@ -35,7 +35,7 @@ from armarius.auth.web_sessions import WebSession, WebSessions, check_csrf
 from armarius.errors import ERROR_CODES, InvalidInput, NotAllowed, Unauthenticated
 from armarius.evidence.model import BODY_MAX_BYTES as EVIDENCE_BODY_MAX_BYTES
 from armarius.memory.model import REASON_MAX
-from armarius.memory.service import RECALL_MAX
+from armarius.memory.service import RECALL_MAX, RECALL_MODES
 from armarius.web.auth import SESSION_COOKIE, authenticate
 from armarius.web.pages import audit as audit_page
 from armarius.web.pages import drafts as drafts_page
@@ -217,9 +217,10 @@ _HISTORY = {"type": "object", "required": ["slug", "revision", "curated_revision
         "revision": {"type": "integer"}, "title": {"type": "string"}, "author": {"type": "string"},
         "at": {"type": "string"}, "reason": _NULLABLE_STRING, "operation": _NULLABLE_STRING,
         "overrode_curated": {"type": "boolean"}, "size": {"type": "integer"}}}}}}
-_HIT = {"type": "object", "required": ["slug", "title", "snippet", "revision", "curated"], "properties": {
+_HIT = {"type": "object", "required": ["slug", "title", "snippet", "revision", "curated", "ranked_by"], "properties": {
     "slug": {"type": "string"}, "title": {"type": "string"}, "snippet": {"type": "string"},
-    "revision": {"type": "integer"}, "curated": {"type": "boolean"}}}
+    "revision": {"type": "integer"}, "curated": {"type": "boolean"},
+    "ranked_by": {"type": "array", "items": {"type": "string", "enum": ["lexical", "semantic"]}, "minItems": 1}}}
 _EVIDENCE_HIT = {"type": "object", "required": ["unit", "title", "snippet", "revision", "kind"], "properties": {
     "unit": {"type": "string"}, "title": {"type": "string"}, "snippet": {"type": "string"},
     "revision": {"type": "integer"}, "kind": {"type": "string"}}}
@@ -317,17 +318,21 @@ _REVIEW_ROUTES = [
                          _query("after", _PAGE_CURSOR)),
              response={"type": "object", "required": ["items", "next"], "properties": {
                  "items": {"type": "array", "items": _ENTRY_SUMMARY}, "next": _NULLABLE_STRING}}),
-    ApiRoute("/api/entries/search", "Recall: entries ranked by the words of q, and active evidence units' hits "
+    ApiRoute("/api/entries/search", "Recall: entries ranked by the words and meaning of q (mode: hybrid, lexical or "
+             "semantic), and active evidence units' hits "
              "(the twin of /entries?q=).",
              lambda call: memory_page.search(call.app, call.actor, call.query.get("q", ""),
                                              curated_only=call.query.get("curated_only") == "yes",
-                                             limit=call.query_int("limit", memory_page.SEARCH_RESULTS)),
+                                             limit=call.query_int("limit", memory_page.SEARCH_RESULTS),
+                                             mode=call.query.get("mode") or "hybrid"),
              parameters=({"name": "q", "in": "query", "required": True,
                           "schema": {"type": "string", "maxLength": 500, "pattern": _NO_NUL}},
                          _query("curated_only", {"type": "string", "enum": ["", "yes"]}),
-                         _query("limit", {"type": "integer", "minimum": 1, "maximum": RECALL_MAX})),
-             response={"type": "object", "required": ["query", "match", "results", "evidence"], "properties": {
-                 "query": {"type": "string"}, "match": {"type": "string", "enum": ["all", "any", "none"]},
+                         _query("limit", {"type": "integer", "minimum": 1, "maximum": RECALL_MAX}),
+                         _query("mode", {"type": "string", "enum": ["", *RECALL_MODES]})),
+             response={"type": "object", "required": ["query", "mode", "match", "results", "evidence"], "properties": {
+                 "query": {"type": "string"}, "mode": {"type": "string", "enum": list(RECALL_MODES)},
+                 "match": {"type": "string", "enum": ["all", "any", "meaning", "none"]},
                  "results": {"type": "array", "items": _HIT}, "evidence": {"type": "array", "items": _EVIDENCE_HIT}}}),
     ApiRoute("/api/entries/entry", "An entry (or one revision) with its links, broken links and backlinks, and its "
              "history (the twin of /entries/<slug>).",

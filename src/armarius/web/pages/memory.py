@@ -95,12 +95,13 @@ def entries(app: Armarius, actor: Actor, *, prefix: str = "", tag: str = "", cur
             "items": page["entries"], "next": page.get("next_after")}
 
 
-def search(app: Armarius, actor: Actor, q: str, *, curated_only: bool = False, limit: int = SEARCH_RESULTS
-           ) -> dict[str, Any]:
-    """Recall, exactly as agents call it: entries ranked by the words of ``q``, and active evidence units' hits."""
+def search(app: Armarius, actor: Actor, q: str, *, curated_only: bool = False, limit: int = SEARCH_RESULTS,
+           mode: str = "hybrid") -> dict[str, Any]:
+    """Recall, exactly as agents call it: entries ranked by the words and meaning of ``q`` (``mode``), and
+    active evidence units' hits."""
     if not 1 <= limit <= RECALL_MAX:
         raise InvalidInput(f"limit is from 1 to {RECALL_MAX}.", field="limit")
-    return app.memory.recall(actor, text(q, "q"), limit=limit, curated_only=curated_only)
+    return app.memory.recall(actor, text(q, "q"), limit=limit, curated_only=curated_only, mode=mode)
 
 
 def entry(app: Armarius, actor: Actor, slug: str, revision: int | None = None) -> dict[str, Any]:
@@ -162,13 +163,15 @@ def needs_review_entry_page(view: View) -> Response:
 def entries_page(view: View) -> Response:
     q = view.query("q")
     if q.strip():
-        found = search(view.app, view.actor, q, curated_only=view.query("curated_only") == "yes")
+        mode = view.query("mode") or "hybrid"
+        found = search(view.app, view.actor, q, curated_only=view.query("curated_only") == "yes", mode=mode)
         return view.render("entries.html", title="Search entries", q=q, found=found, listing=None,
-                           curated_only=view.query("curated_only") == "yes")
+                           curated_only=view.query("curated_only") == "yes", mode=mode)
     listing = entries(view.app, view.actor, prefix=view.query("prefix"), tag=view.query("tag"),
                       curated=view.query("curated"), needs_review=view.query("needs_review"),
                       after=view.query("after") or None)
-    return view.render("entries.html", title="Entries", q="", found=None, listing=listing, curated_only=False)
+    return view.render("entries.html", title="Entries", q="", found=None, listing=listing, curated_only=False,
+                       mode="hybrid")
 
 
 def entry_page(view: View) -> Response:
