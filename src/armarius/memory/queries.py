@@ -377,10 +377,13 @@ def recall_rows(tx: Tx, entry_ids: Sequence[int], *, curated_only: bool, tags: S
         return {}
     workspace = tx.require_workspace()
     filters, params = _recall_filters(workspace, curated_only=curated_only, tags=tags)
+    # The ids pick the rows: SQLite would otherwise walk the workspace's index ("+" keeps it off that column),
+    # reading every entry of the workspace to find a few (20 ms at 100,000 entries).
+    scope = "+e.workspace_id" if tx.dialect == "sqlite" else "e.workspace_id"
     rows = tx.all(
         "SELECT e.id, e.slug, e.title, e.revision, e.curated_revision, e.body, m.word_map FROM entries e "
         "LEFT JOIN entry_word_maps m ON m.entry_id = e.id AND m.workspace_id = e.workspace_id "
-        f"WHERE e.workspace_id = ? AND e.id IN ({', '.join('?' for _ in entry_ids)}){filters}",
+        f"WHERE {scope} = ? AND e.id IN ({', '.join('?' for _ in entry_ids)}){filters}",
         (workspace, *entry_ids, *params),
     )
     return {int(row["id"]): row for row in rows}
