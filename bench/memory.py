@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import json
 import os
 import pstats
 import sqlite3
@@ -460,7 +461,7 @@ async def measure_mcp(settings: Settings, token: str, documents: Sequence[Docume
             begun = time.perf_counter()
             result = await client.call_tool("remember", arguments(document))
             writes.latencies.append(time.perf_counter() - begun)
-            writes.statuses["error" if result.is_error else (result.structured_content or {}).get("status", "?")] += 1
+            writes.statuses["error" if result.is_error else json.loads(result.content[0].text).get("status", "?")] += 1
             if deadline.passed():
                 break
         writes.seconds = time.perf_counter() - started

@@ -1,6 +1,6 @@
 """The floor of bench/compare.py's per-call CPU comparison: an MCP server over stdio on the same SDK
 as Armarius (the low-level ``Server``, as ``armarius.mcp.server`` uses it) with one tool, ``noop``,
-that does nothing and answers ``{}`` the way Armarius answers (text content and structured content).
+that does nothing and answers ``{}`` the way Armarius answers (one text content).
 
     .venv/bin/python bench/noop_server.py      # speaks MCP on stdin/stdout until stdin closes
 """
@@ -25,8 +25,7 @@ async def list_tools(_ctx: ServerRequestContext[Any], _params: types.PaginatedRe
 
 
 async def call_tool(_ctx: ServerRequestContext[Any], _params: types.CallToolRequestParams) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text="{}")], structured_content={},
-                                is_error=False)
+    return types.CallToolResult(content=[types.TextContent(type="text", text="{}")], is_error=False)
 
 
 async def main() -> None:

@@ -51,11 +51,10 @@ def make_team(app: Armarius, workspace: str = "alpha", *, agent_role: Role = Rol
 
 
 def tool_payload(result: Any) -> Any:
-    """The JSON a tool answered with (text content and structured content agree)."""
-    assert result.content[0].type == "text"
-    decoded = json.loads(result.content[0].text)
-    assert decoded == result.structured_content
-    return decoded
+    """The JSON a tool answered with: its one text content (sent once, with no structured copy)."""
+    assert [content.type for content in result.content] == ["text"]
+    assert result.structured_content is None
+    return json.loads(result.content[0].text)
 
 
 class OwnerSQL:

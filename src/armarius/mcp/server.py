@@ -1,7 +1,8 @@
 """The MCP server on the SDK's low-level ``Server``.
 
 One tool list, filtered per principal on every request; one place where errors become tool
-results (``isError`` with ``{code, message, details}``). The acting principal is resolved on
+results (``isError`` with ``{code, message, details}``); every answer is one text content of
+canonical JSON. The acting principal is resolved on
 each call, so a revoked token or a changed role takes effect at once: in the same worker thread as
 the tool's work (one hop off the event loop per call, not one for the principal and one for the
 work).
@@ -130,8 +131,8 @@ def _describe(tool: ToolSpec) -> types.Tool:
 
 
 def _result(payload: Any, *, is_error: bool = False) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=canonical_json(payload))],
-        structured_content=payload,
-        is_error=is_error,
-    )
+    """One copy of the answer: canonical JSON as text. No tool declares an output schema, so the MCP
+    specification asks for no structured content; sending both doubled every answer's bytes and its
+    encoding (every client reads the text; a JSON parse of it gives the same object)."""
+    return types.CallToolResult(content=[types.TextContent(type="text", text=canonical_json(payload))],
+                                is_error=is_error)
