@@ -237,9 +237,6 @@ class MemoryService:
         if request.confirm_distinct and reason is None:
             raise ReasonRequired("confirm_distinct needs a reason: how does this entry differ from the candidates?")
         operation = "op_" + uuid.uuid4().hex
-        # Embedded before the transaction: a writer holds its locks (on SQLite, the database's one writer)
-        # for the write alone, not for the model too.
-        vector = self._vector(title, body)
         try:
             if within is not None and within.workspace_id != actor.workspace_id:
                 raise RuntimeError("remember(within=...) needs a transaction of the actor's workspace")
@@ -256,16 +253,16 @@ class MemoryService:
                         slug=slug, current_revision=current, expected_revision=expected,
                     )
                 if entry is None:
-                    return self._create(tx, actor, request, slug, title, body, tags or (), reason, operation, vector)
+                    return self._create(tx, actor, request, slug, title, body, tags or (), reason, operation)
                 # Tags left out keep the entry's tags; an empty list clears them.
                 return self._update(tx, actor, request, entry, title, body, entry.tags if tags is None else tags,
-                                    reason, operation, vector)
+                                    reason, operation)
         except UniqueViolation:
             raise Conflict(f"{echo(slug)} was created by someone else just now. Read it, then decide.",
                            slug=slug) from None
 
     def _create(self, tx: Tx, actor: Actor, request: RememberRequest, slug: str, title: str, body: str,
-                tags: tuple[str, ...], reason: str | None, operation: str, vector: bytes | None) -> dict[str, Any]:
+                tags: tuple[str, ...], reason: str | None, operation: str) -> dict[str, Any]:
         if not request.confirm_distinct:
             candidates = find_duplicates(tx, slug, title, body, self.limits.duplicate_threshold)
             if candidates:
@@ -276,7 +273,7 @@ class MemoryService:
         now, encoded = utc_now(), queries.encode_tags(tags)
         entry_id = queries.insert_entry(tx, slug=slug, slug_key=slug_key(slug), title=title, body=body, tags=encoded,
                                         by=actor.audit_name, at=now)
-        self._embed(tx, entry_id, 1, title, body, vector)
+        self._embed(tx, entry_id, 1, title, body)
         queries.insert_revision(tx, entry_id, 1, title=title, body=body, tags=encoded, reason=reason,
                                 operation_id=operation, author=actor.audit_name, at=now, overrode_curated=False)
         queries.replace_tags_and_links(tx, entry_id, tags, parse_links(body), new_entry=True)
@@ -287,7 +284,7 @@ class MemoryService:
         return {"status": "written", "slug": slug, "revision": 1, "created": True, "operation": operation}
 
     def _update(self, tx: Tx, actor: Actor, request: RememberRequest, entry: Entry, title: str, body: str,
-                tags: tuple[str, ...], reason: str | None, operation: str, vector: bytes | None) -> dict[str, Any]:
+                tags: tuple[str, ...], reason: str | None, operation: str) -> dict[str, Any]:
         overriding = entry.curated
         if overriding and not request.override_curated:
             return {
@@ -299,7 +296,7 @@ class MemoryService:
             return {"status": "unchanged", "slug": entry.slug, "revision": entry.revision}
         revision, now, needs_review = entry.revision + 1, utc_now(), entry.needs_review or overriding
         self._write_revision(tx, actor, entry, revision, now, title=title, body=body, tags=tags, reason=reason,
-                             operation=operation, overriding=overriding, needs_review=needs_review, vector=vector)
+                        operation=operation, overriding=overriding, needs_review=needs_review)
         details: dict[str, Any] = {"revision": revision, "operation": operation}
         if overriding:
             details.update(reason=reason, curated_revision=entry.curated_revision, curated_by=entry.curated_by)
@@ -555,28 +552,19 @@ class MemoryService:
 
     def _write_revision(self, tx: Tx, actor: Actor, entry: Entry, revision: int, now: str, *, title: str, body: str,
                         tags: tuple[str, ...], reason: str | None, operation: str, overriding: bool,
-                        needs_review: bool, vector: bytes | None = None) -> None:
-        """The entry's new current content, its revision in the history, its tags and links, and its vector
-        (``vector`` if the caller embedded the content already)."""
+                        needs_review: bool) -> None:
+        """The entry's new current content, its revision in the history, and its tags and links."""
         encoded = queries.encode_tags(tags)
         queries.update_entry(tx, entry.id, title=title, body=body, tags=encoded, revision=revision,
                              by=actor.audit_name, at=now, needs_review=needs_review)
         queries.insert_revision(tx, entry.id, revision, title=title, body=body, tags=encoded, reason=reason,
                                 operation_id=operation, author=actor.audit_name, at=now, overrode_curated=overriding)
         queries.replace_tags_and_links(tx, entry.id, tags, parse_links(body))
-        self._embed(tx, entry.id, revision, title, body, vector)
+        self._embed(tx, entry.id, revision, title, body)
 
-    def _vector(self, title: str, body: str) -> bytes | None:
-        """The quantized vector of an entry's content; None when recall by meaning is off."""
-        if self.vectors is None:
-            return None
-        return vectors.embed(self.vectors.embedder, title, body)
-
-    def _embed(self, tx: Tx, entry_id: int, revision: int, title: str, body: str, vector: bytes | None = None) -> None:
-        """Store the vector of an entry's new revision (made now unless given) in its transaction."""
+    def _embed(self, tx: Tx, entry_id: int, revision: int, title: str, body: str) -> None:
         if self.vectors is not None:
-            vectors.put(tx, [(entry_id, revision, vector or vectors.embed(self.vectors.embedder, title, body))],
-                        self.vectors.embedder.model_id)
+            vectors.write(tx, self.vectors.embedder, entry_id, revision, title, body)
 
     def _existing(self, tx: Tx, slug: str, *, lock: bool = False) -> Entry:
         entry = queries.entry_by_slug(tx, slug, lock=lock)

@@ -31,9 +31,10 @@ if TYPE_CHECKING:  # numpy is imported where vectors are searched: commands that
 _VECTOR_TOPIC = 2002
 
 
-def embed(embedder: Embedder, title: str, body: str) -> bytes:
-    """The quantized vector of an entry's content, as stored."""
-    return quantize(embedder.embed([entry_text(title, body)])[0])
+def write(tx: Tx, embedder: Embedder, entry_id: int, revision: int, title: str, body: str) -> None:
+    """Store the vector of an entry's new revision, in the transaction that writes the revision."""
+    vector = quantize(embedder.embed([entry_text(title, body)])[0])
+    put(tx, [(entry_id, revision, vector)], embedder.model_id)
 
 
 def put(tx: Tx, vectors: Sequence[tuple[int, int, bytes]], model: str) -> None:
