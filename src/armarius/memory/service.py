@@ -123,7 +123,6 @@ class MemoryService:
                         curated_only=curated_only, tags=wanted_tags,
                     )
             if by_meaning:
-                assert self.vectors is not None
                 near = self._nearest(tx, query, pool, curated_only=curated_only, tags=wanted_tags)
             # Active evidence units (a human reviewed and activated each), matched by their words; they carry
             # no tags, so a search by tags finds none.
