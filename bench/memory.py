@@ -322,14 +322,15 @@ def embed_loaded(app: Armarius, workspace_id: int,
 
 
 def vector_bytes(settings: Settings) -> int:
-    """What the entry vectors take on disk: the table and its indexes."""
+    """What the entry vectors take on disk: their tables (the vectors and the models' names) and indexes."""
     if settings.database_url is None:
         with sqlite3.connect(settings.sqlite_path) as connection:
             return int(connection.execute(
-                "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name = 'entry_vectors' "
-                "OR name IN (SELECT name FROM sqlite_master WHERE tbl_name = 'entry_vectors')").fetchone()[0])
+                "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name IN "
+                "(SELECT name FROM sqlite_master WHERE tbl_name IN ('entry_vectors', 'vector_models'))").fetchone()[0])
     with psycopg.connect(settings.database_migrate_url or "") as connection:
-        row = connection.execute("SELECT pg_total_relation_size('entry_vectors')").fetchone()
+        row = connection.execute(
+            "SELECT pg_total_relation_size('entry_vectors') + pg_total_relation_size('vector_models')").fetchone()
         return int(row[0]) if row else 0
 
 

@@ -108,7 +108,8 @@ def test_with_embeddings_off_recall_is_by_words_and_semantic_is_refused(settings
 def test_vectors_of_another_model_are_ignored_until_reindexed(app: Armarius, settings: Settings,
                                                                team: Team) -> None:
     with OwnerSQL(settings) as sql:
-        sql.execute("UPDATE entry_vectors SET model = 'some-older-model'")
+        sql.execute("INSERT INTO vector_models (name) VALUES ('some-older-model')")
+        sql.execute("UPDATE entry_vectors SET model = (SELECT id FROM vector_models WHERE name = 'some-older-model')")
     fresh = open_app(settings)  # a process that starts after the model changed
     try:
         assert fresh.memory.recall(team.agent, QUESTION, mode="semantic")["results"] == []
@@ -136,7 +137,7 @@ def test_a_workspace_never_finds_another_workspaces_entries_by_meaning(app: Arma
     if app.settings.database_url is not None:  # the server role itself sees only the workspace set
         with app.database.transaction(workspace_id=team.agent.workspace_id) as tx:
             assert tx.scalar("SELECT count(*) FROM entry_vectors") == 4
-            assert tx.execute("UPDATE entry_vectors SET model = 'x' WHERE workspace_id = ?",
+            assert tx.execute("UPDATE entry_vectors SET seq = 0 WHERE workspace_id = ?",
                               (beta.agent.workspace_id,)) == 0
 
 

@@ -31,6 +31,7 @@ from armarius.auth.web_sessions import WebSessions
 from armarius.canonical import canonical_json
 from armarius.config import Settings, write_settings_file
 from armarius.errors import SchemaOutdated, Unauthenticated
+from armarius.memory.embeddings import WordLlamaEmbedder, entry_text, quantize
 from armarius.memory.model import parse_links, slug_key
 from armarius.memory.queries import encode_tags, search_body
 from armarius.memory.service import RememberRequest
@@ -186,6 +187,12 @@ class OldWriter:
                                (entry_id, alpha, words))
                 self.event(tx, AGENT, "memory.created" if revision == 1 else "memory.updated", slug,
                            {"revision": revision, "operation": operation})
+            # Its vector (recall by meaning), the model named on the row.
+            embedder = WordLlamaEmbedder()
+            tx.execute("INSERT INTO entry_vectors (entry_id, workspace_id, revision, model, seq, vector) "
+                       "VALUES (?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM entry_vectors), ?)",
+                       (entry_id, alpha, len(bodies), embedder.model_id,
+                        quantize(embedder.embed([entry_text(title, bodies[-1])])[0])))
         return entry_id
 
     def curate(self, alpha: int, entry_id: int, slug: str, revision: int) -> None:
@@ -233,6 +240,7 @@ def upgraded(old_settings: Settings) -> tuple[Settings, OldStore]:
     result = armarius(old_settings, "--json", "init")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["applied"] == [latest]
+    assert json.loads(result.stdout)["embedded"] == {}, "the old vectors are carried over, not made again"
     return old_settings, old
 
 
@@ -282,6 +290,10 @@ def test_the_old_data_reads_through_the_services(upgraded: tuple[Settings, OldSt
         # The search index the old rows were given (by triggers) answers, also for words of the old revision.
         assert [hit["slug"] for hit in application.memory.recall(agent, "Zürich")["results"]] == ["ops/deploy"]
         assert [hit["slug"] for hit in application.memory.recall(agent, "rollback")["results"]] == ["ops/deploy"]
+        # The old vectors answer (`armarius init` made none).
+        by_meaning = application.memory.recall(agent, "how do we ship a release?", mode="semantic")["results"]
+        assert by_meaning[0]["slug"] == "ops/deploy"
+        assert application.memory.vector_counts(old.workspace_id) == {"entries": 2, "with_vector": 2}
         assert [entry["slug"] for entry in application.memory.list_entries(agent, tag="release")["entries"]] == [
             "ops/deploy"]
         assert [entry["slug"] for entry in application.memory.list_entries(agent, curated=True)["entries"]] == [

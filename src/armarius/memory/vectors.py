@@ -1,11 +1,11 @@
 """Entry vectors: written with each revision, searched from a copy kept in memory per workspace.
 
 ``entry_vectors`` holds one quantized vector per entry (of its current revision), the model that
-made it, and a sequence number per workspace that grows with every vector written. Writers take
-the workspace's vector lock before numbering (SQLite writers hold the database's write lock
-anyway), so numbers are handed out in commit order: a reader that has seen every vector up to
-number N has seen every committed vector up to N, and the next reader only needs the ones after
-it.
+made it (by its number in ``vector_models``), and a sequence number per workspace that grows with
+every vector written. Writers take the workspace's vector lock before numbering (SQLite writers
+hold the database's write lock anyway), so numbers are handed out in commit order: a reader that
+has seen every vector up to number N has seen every committed vector up to N, and the next reader
+only needs the ones after it.
 
 :class:`VectorIndex` keeps, per workspace, the vectors of this model as a float32 matrix in this
 process (about 1 KB an entry: 100 MB for 100,000 entries) and brings it up to date at each search
@@ -38,24 +38,31 @@ def write(tx: Tx, embedder: Embedder, entry_id: int, revision: int, title: str, 
 
 
 def put(tx: Tx, vectors: Sequence[tuple[int, int, bytes]], model: str) -> None:
-    """Store vectors (entry id, revision, quantized vector), numbered in commit order."""
+    """Store vectors (entry id, revision, quantized vector) of ``model``, numbered in commit order."""
     workspace = tx.require_workspace()
     tx.serialize(_VECTOR_TOPIC)
     last = int(tx.scalar("SELECT coalesce(max(seq), 0) FROM entry_vectors WHERE workspace_id = ?", (workspace,)))
     for number, (entry_id, revision, vector) in enumerate(vectors, last + 1):
-        tx.execute(
-            "INSERT INTO entry_vectors (entry_id, workspace_id, revision, model, seq, vector) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (entry_id) DO UPDATE SET revision = excluded.revision, "
-            "model = excluded.model, seq = excluded.seq, vector = excluded.vector",
-            (entry_id, workspace, revision, model, number, vector),
-        )
+        row = (entry_id, workspace, number, revision, vector, model)
+        if not tx.execute(_PUT, row):  # the model's first vector in this store: register the model
+            tx.execute("INSERT INTO vector_models (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (model,))
+            tx.execute(_PUT, row)
+
+
+#: One vector, of the model named last; writes nothing when the model is not registered yet.
+_PUT = ("INSERT INTO entry_vectors (entry_id, workspace_id, seq, revision, model, vector) "
+        "SELECT ?, ?, ?, ?, m.id, ? FROM vector_models m WHERE m.name = ? "
+        "ON CONFLICT (entry_id) DO UPDATE SET seq = excluded.seq, revision = excluded.revision, "
+        "model = excluded.model, vector = excluded.vector")
+#: The stored number of the model named.
+_MODEL = "(SELECT id FROM vector_models WHERE name = ?)"
 
 
 def missing(tx: Tx, model: str, limit: int) -> list[Row]:
     """Entries of the workspace whose current revision has no vector of ``model`` (for reindexing)."""
     return tx.all(
         "SELECT e.id, e.revision, e.title, e.body FROM entries e LEFT JOIN entry_vectors v ON v.entry_id = e.id "
-        "AND v.model = ? AND v.revision = e.revision WHERE e.workspace_id = ? AND v.entry_id IS NULL "
+        f"AND v.model = {_MODEL} AND v.revision = e.revision WHERE e.workspace_id = ? AND v.entry_id IS NULL "
         "ORDER BY e.id LIMIT ?",
         (model, tx.require_workspace(), limit),
     )
@@ -65,7 +72,7 @@ def counts(tx: Tx, model: str) -> dict[str, int]:
     """How many entries of the workspace have a current vector of ``model``, and how many there are."""
     row = tx.one(
         "SELECT count(*) AS entries, count(v.entry_id) AS with_vector FROM entries e LEFT JOIN entry_vectors v "
-        "ON v.entry_id = e.id AND v.model = ? AND v.revision = e.revision WHERE e.workspace_id = ?",
+        f"ON v.entry_id = e.id AND v.model = {_MODEL} AND v.revision = e.revision WHERE e.workspace_id = ?",
         (model, tx.require_workspace()),
     )
     assert row is not None
@@ -117,7 +124,7 @@ class VectorIndex:
             space = self._spaces.setdefault(workspace, _Space())
         with space.lock:
             fresh = tx.all("SELECT entry_id, seq, vector FROM entry_vectors WHERE workspace_id = ? AND seq > ? "
-                           "AND model = ? ORDER BY seq", (workspace, space.seen, self.embedder.model_id))
+                           f"AND model = {_MODEL} ORDER BY seq", (workspace, space.seen, self.embedder.model_id))
             if fresh:
                 space.add(fresh)
             count = len(space.ids)

@@ -75,6 +75,7 @@ LEFT_OUT = {
     "entry_word_maps": "a search index, derived from the entries",
     "entry_search": "a search index, derived from the entries",
     "entry_vectors": "recall by meaning, derived from the entries (an import embeds them again)",
+    "vector_models": "the models the store's vectors were made by",
     "evidence_search": "a search index, derived from the units",
     "session_reservations": "actions of running server processes",
     "schema_migrations": "the store's, not the workspace's",
