@@ -1,5 +1,6 @@
 """The shipped model's vectors: the word-at-a-time token ids are exactly the tokenizer's, and the vectors
-are WordLlama's own (so a stored vector does not depend on which of the two paths made it)."""
+are WordLlama's own (so a stored vector does not depend on which of the two paths made it); the
+in-process search, exact and in two steps."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from wordllama import WordLlama
 
+from armarius.memory import vectors
 from armarius.memory.embeddings import WordLlamaEmbedder, _Tokens, quantize
 
 #: Words, the tokenizer's own word mark, runs of spaces, special tokens, control and wide characters.
@@ -55,3 +57,46 @@ def test_a_text_without_tokens_is_the_zero_vector() -> None:
     vectors = WordLlamaEmbedder().embed(["", "the staging box"])
     assert not vectors[0].any()
     assert abs(float(np.linalg.norm(vectors[1])) - 1) < 1e-6
+
+
+def space_of(matrix: np.ndarray[Any, np.dtype[np.float32]]) -> vectors._Space:
+    space = vectors._Space()
+    space.add([{"entry_id": 1000 + at, "seq": at + 1, "vector": quantize(row)} for at, row in enumerate(matrix)])
+    return space
+
+
+@pytest.mark.parametrize("exact_up_to", [10**9, 0], ids=["exact", "two steps"])
+def test_a_search_names_each_hit_by_its_own_entry_and_score(monkeypatch: pytest.MonkeyPatch,
+                                                            exact_up_to: int) -> None:
+    monkeypatch.setattr(vectors, "EXACT_UP_TO", exact_up_to)
+    monkeypatch.setattr(vectors, "CANDIDATES", 50)
+    rng = np.random.default_rng(3)
+    matrix = rng.standard_normal((3000, 256)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    space = space_of(matrix)
+    stored = vectors.dequantize([quantize(row) for row in matrix])
+    for probe in (5, 1234, 2999):
+        query = matrix[probe]
+        hits = space.nearest(query, 10)
+        assert hits[0][0] == 1000 + probe, "a stored vector is its own nearest"
+        assert [score for _, score in hits] == sorted((score for _, score in hits), reverse=True)
+        for entry_id, score in hits:
+            assert score == pytest.approx(float(stored[entry_id - 1000] @ query), abs=1e-5)
+    assert space.nearest(matrix[0], 5000)[-1][1] <= space.nearest(matrix[0], 1)[0][1]
+
+
+def test_two_steps_find_the_exact_top_hits_of_near_neighbours(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Vectors close to the query (as paraphrases are) are found by their prefix too."""
+    rng = np.random.default_rng(4)
+    centre = rng.standard_normal(256).astype(np.float32)
+    near = centre + rng.standard_normal((10, 256)).astype(np.float32) * 0.5
+    far = rng.standard_normal((5000, 256)).astype(np.float32)
+    matrix = np.vstack([far[:2500], near, far[2500:]])
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    space = space_of(matrix)
+    query = centre / np.linalg.norm(centre)
+    monkeypatch.setattr(vectors, "EXACT_UP_TO", 10**9)
+    exact = space.nearest(query, 10)
+    monkeypatch.setattr(vectors, "EXACT_UP_TO", 0)
+    assert space.nearest(query, 10) == exact
+    assert {entry_id for entry_id, _ in exact} == set(range(1000 + 2500, 1000 + 2510))

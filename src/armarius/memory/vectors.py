@@ -9,9 +9,9 @@ only needs the ones after it.
 
 :class:`VectorIndex` keeps, per workspace, the vectors of this model as a float32 matrix in this
 process (about 1 KB an entry: 100 MB for 100,000 entries) and brings it up to date at each search
-with one indexed query for the vectors numbered after the last one it holds. A search is one
-matrix product: exact, no approximate index to tune or rebuild. The first search of a workspace
-in a process reads all its vectors.
+with one indexed query for the vectors numbered after the last one it holds. A search is a matrix
+product (in two steps for a large workspace: see EXACT_UP_TO), with no index to tune or rebuild.
+The first search of a workspace in a process reads all its vectors.
 """
 
 from __future__ import annotations
@@ -79,31 +79,77 @@ def counts(tx: Tx, model: str) -> dict[str, int]:
     return {"entries": int(row["entries"]), "with_vector": int(row["with_vector"])}
 
 
+#: Up to this many vectors a search compares the query with each of them in full; above it, in two
+#: steps: with every vector's first COARSE_DIMENSIONS components (WordLlama is trained so that a
+#: prefix of its vectors is an embedding of its own), then in full with the best CANDIDATES of those.
+#: At 100,000 entries that reads three eighths of the memory, and finds the same answers: on the labelled set
+#: among 100,000 entries, recall@1/5/10 as the exact scan, 90% of its top 10 (bench/vector_search.py).
+EXACT_UP_TO = 20_000
+COARSE_DIMENSIONS = 96
+CANDIDATES = 1000
+
+
+def _unit(matrix: np.ndarray[Any, np.dtype[np.float32]]) -> np.ndarray[Any, np.dtype[np.float32]]:
+    import numpy as np
+
+    lengths = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    return (matrix / np.where(lengths > 0, lengths, 1)).astype(np.float32, copy=False)
+
+
 @dataclass
 class _Space:
-    """One workspace's vectors in this process."""
+    """One workspace's vectors in this process: in full, and their unit-length prefixes (``coarse``)."""
 
     seen: int = 0
     ids: list[int] = field(default_factory=list)
     rows: dict[int, int] = field(default_factory=dict)
     matrix: np.ndarray[Any, np.dtype[np.float32]] | None = None
+    coarse: np.ndarray[Any, np.dtype[np.float32]] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, fresh: list[Row]) -> None:
-        import numpy as np
-
         vectors = dequantize([row["vector"] for row in fresh])
-        for row, vector in zip(fresh, vectors, strict=True):
+        prefixes = _unit(vectors[:, :COARSE_DIMENSIONS])
+        for row, vector, prefix in zip(fresh, vectors, prefixes, strict=True):
             at = self.rows.get(row["entry_id"])
             if at is None:
                 at = self.rows[row["entry_id"]] = len(self.ids)
                 self.ids.append(row["entry_id"])
-                if self.matrix is None or at == len(self.matrix):
-                    grown = np.zeros((max(2 * at, 1024), DIMENSIONS), dtype=np.float32)
-                    grown[:at] = self.matrix[:at] if self.matrix is not None else 0
-                    self.matrix = grown
-            self.matrix[at] = vector  # type: ignore[index]
+                if self.matrix is None or self.coarse is None or at == len(self.matrix):
+                    size = max(2 * at, 1024)
+                    self.matrix = _grown(self.matrix, at, (size, DIMENSIONS))
+                    self.coarse = _grown(self.coarse, at, (size, COARSE_DIMENSIONS))
+            assert self.matrix is not None
+            assert self.coarse is not None
+            self.matrix[at], self.coarse[at] = vector, prefix
         self.seen = max(self.seen, *(int(row["seq"]) for row in fresh))
+
+    def nearest(self, vector: np.ndarray[Any, np.dtype[np.float32]], limit: int) -> list[tuple[int, float]]:
+        import numpy as np
+
+        count = len(self.ids)
+        if not count or self.matrix is None or self.coarse is None:
+            return []
+        pool = max(CANDIDATES, 4 * limit)
+        if count <= max(EXACT_UP_TO, pool):
+            candidates, scores = np.arange(count), self.matrix[:count] @ vector
+        else:
+            rough = self.coarse[:count] @ _unit(vector[:COARSE_DIMENSIONS])
+            candidates = np.argpartition(-rough, pool - 1)[:pool]
+            scores = self.matrix[candidates] @ vector
+        best = np.argpartition(-scores, limit - 1)[:limit] if len(scores) > limit else np.arange(len(scores))
+        ranked = best[np.argsort(-scores[best], kind="stable")]
+        return [(self.ids[int(candidates[at])], float(scores[at])) for at in ranked]
+
+
+def _grown(matrix: np.ndarray[Any, np.dtype[np.float32]] | None, used: int,
+           shape: tuple[int, int]) -> np.ndarray[Any, np.dtype[np.float32]]:
+    import numpy as np
+
+    grown = np.zeros(shape, dtype=np.float32)
+    if matrix is not None:
+        grown[:used] = matrix[:used]
+    return grown
 
 
 class VectorIndex:
@@ -116,8 +162,6 @@ class VectorIndex:
 
     def nearest(self, tx: Tx, query: str, limit: int) -> list[tuple[int, float]]:
         """The ``limit`` entries whose vectors are closest to the query's (entry id, cosine), best first."""
-        import numpy as np
-
         vector = self.embedder.embed([query])[0]
         workspace = tx.require_workspace()
         with self._lock:
@@ -127,11 +171,4 @@ class VectorIndex:
                            f"AND model = {_MODEL} ORDER BY seq", (workspace, space.seen, self.embedder.model_id))
             if fresh:
                 space.add(fresh)
-            count = len(space.ids)
-            if not count or space.matrix is None:
-                return []
-            scores = space.matrix[:count] @ vector
-            ids = list(space.ids)
-        best = np.argpartition(-scores, limit - 1)[:limit] if count > limit else np.arange(count)
-        ranked = sorted(best, key=lambda at: -scores[at])
-        return [(ids[at], float(scores[at])) for at in ranked]
+            return space.nearest(vector, limit)
