@@ -15,7 +15,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from wordllama import WordLlama
 
-from armarius.memory import vectors
+from armarius.memory import embeddings, vectors
 from armarius.memory.embeddings import WordLlamaEmbedder, _Tokens, quantize
 
 #: Words, the tokenizer's own word mark, runs of spaces, special tokens, control and wide characters.
@@ -100,3 +100,13 @@ def test_two_steps_find_the_exact_top_hits_of_near_neighbours(monkeypatch: pytes
     monkeypatch.setattr(vectors, "EXACT_UP_TO", 0)
     assert space.nearest(query, 10) == exact
     assert {entry_id for entry_id, _ in exact} == set(range(1000 + 2500, 1000 + 2510))
+
+
+def test_the_word_cache_stays_bounded_whatever_the_texts(reference: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embeddings, "_WORD_CACHE", 100)
+    tokens = _Tokens(reference.tokenizer)
+    texts = [" ".join(f"w{n}x{k}" for k in range(30)) for n in range(20)] + ["y" * 5000, "z" * 49 + " q"]
+    for text in texts:
+        assert tokens.ids(text) == reference.tokenizer.encode(text, add_special_tokens=False).ids
+        assert len(tokens._words) <= 100
+    assert all(len(word) <= embeddings._WORD_CACHED_UP_TO for word in tokens._words)

@@ -49,8 +49,10 @@ def _model_id() -> str:
 
 _loaded: dict[str, Any] = {}
 _loading = threading.Lock()
-#: How many distinct words :class:`_Tokens` keeps the token ids of (a few MB; cleared when full).
-_WORD_CACHE = 200_000
+#: How many distinct words :class:`_Tokens` keeps the token ids of, and the longest word it keeps:
+#: at most some 20 MB (cleared when full), whatever texts it is given.
+_WORD_CACHE = 100_000
+_WORD_CACHED_UP_TO = 48
 _SPACE = "\u2581"  # the tokenizer's word boundary, "▁"
 
 
@@ -69,7 +71,7 @@ class _Tokens:
         self._tokenizer, self._bpe = tokenizer, tokenizer.model
         self._special = [token.content for token in tokenizer.get_added_tokens_decoder().values()]
         self._by_word = all(_SPACE not in token.lstrip(_SPACE) for token in tokenizer.get_vocab())
-        self._words: dict[str, list[int]] = {}
+        self._words: dict[str, tuple[int, ...]] = {}
         self._split = re.compile(f"{_SPACE}*[^{_SPACE}]+|{_SPACE}+").findall
 
     def ids(self, text: str) -> list[int]:
@@ -82,9 +84,11 @@ class _Tokens:
         for word in self._split(_SPACE + text.replace(" ", _SPACE)):
             known = words.get(word)
             if known is None:
-                if len(words) >= _WORD_CACHE:
-                    words.clear()
-                known = words[word] = [token.id for token in self._bpe.tokenize(word)]
+                known = tuple(token.id for token in self._bpe.tokenize(word))
+                if len(word) <= _WORD_CACHED_UP_TO:
+                    if len(words) >= _WORD_CACHE:
+                        words.clear()
+                    words[word] = known
             ids += known
         return ids
 
