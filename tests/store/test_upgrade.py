@@ -16,11 +16,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import psycopg
 import pytest
 
 from armarius.app import open_app
@@ -39,7 +42,7 @@ from armarius.memory.snippets import word_map
 from armarius.store import Tx, iso_utc
 from armarius.store.engine import Database, PostgresDatabase, SqliteDatabase
 from armarius.store.schema import latest_version, migrate_postgres, migrate_sqlite, postgres_role
-from tests.conftest import ENGINES
+from tests.conftest import ENGINES, PG_ADMIN_URL
 from tests.helpers import OwnerSQL
 
 PASSWORD = "ada: a password set by the previous release"
@@ -57,13 +60,25 @@ def dialect_of(settings: Settings) -> str:
 
 
 @pytest.fixture(params=ENGINES)
-def old_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
-    """Settings for an empty database (PostgreSQL: an owner and a server role of its own)."""
+def old_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
+    """Settings for an empty database (PostgreSQL: an owner and a server role of its own; the owner is no
+    superuser, as in production, so that forced row-level security applies to the migrations too)."""
     if request.param == "sqlite":
-        return Settings(data_dir=tmp_path / "data")
+        yield Settings(data_dir=tmp_path / "data")
+        return
     database = request.getfixturevalue("postgres_database")
-    return Settings(data_dir=tmp_path / "data", database_url=database.app_url,
-                    database_migrate_url=database.owner_url)
+    owner = f"{database.name}_owner"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{owner}" LOGIN NOSUPERUSER NOBYPASSRLS')
+        admin.execute(f'ALTER DATABASE "{database.name}" OWNER TO "{owner}"')
+    try:
+        yield Settings(data_dir=tmp_path / "data", database_url=database.app_url,
+                       database_migrate_url=database.owner_url.replace(
+                           f"{urlsplit(database.owner_url).username}@", f"{owner}@", 1))
+    finally:
+        database.drop()
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP ROLE IF EXISTS "{owner}"')
 
 
 def operator_environment(settings: Settings) -> dict[str, str]:
