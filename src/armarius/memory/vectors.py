@@ -82,8 +82,9 @@ def counts(tx: Tx, model: str) -> dict[str, int]:
 #: Up to this many vectors a search compares the query with each of them in full; above it, in two
 #: steps: with every vector's first COARSE_DIMENSIONS components (WordLlama is trained so that a
 #: prefix of its vectors is an embedding of its own), then in full with the best CANDIDATES of those.
-#: At 100,000 entries that reads three eighths of the memory, and finds the same answers: on the labelled set
-#: among 100,000 entries, recall@1/5/10 as the exact scan, 90% of its top 10 (bench/vector_search.py).
+#: At 100,000 entries that reads three eighths of the memory, and finds the same answers: on the
+#: labelled set among 100,000 entries, recall@1/5/10 as the exact scan, 90% of its top 10
+#: (bench/vector_search.py).
 EXACT_UP_TO = 20_000
 COARSE_DIMENSIONS = 96
 CANDIDATES = 1000
@@ -108,21 +109,26 @@ class _Space:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, fresh: list[Row]) -> None:
+        """Take in vectors read from the store (new entries' and new revisions' of known ones)."""
         vectors = dequantize([row["vector"] for row in fresh])
-        prefixes = _unit(vectors[:, :COARSE_DIMENSIONS])
-        for row, vector, prefix in zip(fresh, vectors, prefixes, strict=True):
-            at = self.rows.get(row["entry_id"])
-            if at is None:
-                at = self.rows[row["entry_id"]] = len(self.ids)
+        for row in fresh:
+            if row["entry_id"] not in self.rows:
+                self.rows[row["entry_id"]] = len(self.ids)
                 self.ids.append(row["entry_id"])
-                if self.matrix is None or self.coarse is None or at == len(self.matrix):
-                    size = max(2 * at, 1024)
-                    self.matrix = _grown(self.matrix, at, (size, DIMENSIONS))
-                    self.coarse = _grown(self.coarse, at, (size, COARSE_DIMENSIONS))
-            assert self.matrix is not None
-            assert self.coarse is not None
-            self.matrix[at], self.coarse[at] = vector, prefix
+        matrix, coarse = self._holding(len(self.ids))
+        at = [self.rows[row["entry_id"]] for row in fresh]  # each entry once: it has one vector row
+        matrix[at] = vectors
+        coarse[at] = _unit(vectors[:, :COARSE_DIMENSIONS])
         self.seen = max(self.seen, *(int(row["seq"]) for row in fresh))
+
+    def _holding(self, count: int) -> tuple[np.ndarray[Any, np.dtype[np.float32]],
+                                            np.ndarray[Any, np.dtype[np.float32]]]:
+        """The matrices, grown (to twice what is needed) when they hold fewer than ``count`` rows."""
+        if self.matrix is None or self.coarse is None or count > len(self.matrix):
+            size = max(2 * count, 1024)
+            self.matrix = _grown(self.matrix, (size, DIMENSIONS))
+            self.coarse = _grown(self.coarse, (size, COARSE_DIMENSIONS))
+        return self.matrix, self.coarse
 
     def nearest(self, vector: np.ndarray[Any, np.dtype[np.float32]], limit: int) -> list[tuple[int, float]]:
         import numpy as np
@@ -142,13 +148,13 @@ class _Space:
         return [(self.ids[int(candidates[at])], float(scores[at])) for at in ranked]
 
 
-def _grown(matrix: np.ndarray[Any, np.dtype[np.float32]] | None, used: int,
+def _grown(matrix: np.ndarray[Any, np.dtype[np.float32]] | None,
            shape: tuple[int, int]) -> np.ndarray[Any, np.dtype[np.float32]]:
     import numpy as np
 
     grown = np.zeros(shape, dtype=np.float32)
     if matrix is not None:
-        grown[:used] = matrix[:used]
+        grown[:len(matrix)] = matrix
     return grown
 
 
