@@ -85,6 +85,7 @@ LOAD_BATCH = 5_000
 NEW_BASE, NEW_BLOCK = 10_000_000, 100_000
 WARMUP_WRITES, WARMUP_QUERIES, WARMUP_SECONDS = 30, 10, 3.0
 RECALL_LIMIT = 10
+GROWTH_BLOCK = 50
 
 SQLITE_BARE = (
     "SELECT rowid, bm25(entries_fts) FROM entries_fts WHERE entries_fts MATCH ? "
@@ -179,6 +180,8 @@ class SizeFigures:
     recall: dict[str, Reads] = field(default_factory=dict)
     mcp_remember: Writes = field(default_factory=Writes)
     mcp_recall: list[float] = field(default_factory=list)
+    #: With recall by meaning on: remember with and without the vector, alternating (see measure_growth).
+    growth: tuple[Writes, Writes] | None = None
 
     def mix(self) -> Reads:
         mixed = Reads()
@@ -385,6 +388,31 @@ def measure_remember(app: Armarius, actor: Actor, documents: Sequence[Document],
     return writes
 
 
+def measure_growth(app: Armarius, actor: Actor, documents: Sequence[Document], budget: float) -> tuple[Writes, Writes]:
+    """What the vector adds to remember: calls with it and without it (the server as with memory.embeddings
+    = "off"), in alternating blocks of GROWTH_BLOCK calls in this process on this store: each side runs as a
+    server so configured runs (each of its calls embeds, or none), and both see the same machine and store.
+    The entries written without a vector get it afterwards, as `armarius memory reindex` gives it."""
+    index = app.memory.vectors
+    assert index is not None
+    with_vector, without = Writes(), Writes()
+    deadline = Deadline(budget)
+    try:
+        for number, document in enumerate(documents):
+            side = with_vector if number // GROWTH_BLOCK % 2 == 0 else without
+            app.memory.vectors = index if side is with_vector else None
+            begun = time.perf_counter()
+            result = app.memory.remember(actor, request(document))
+            side.latencies.append(time.perf_counter() - begun)
+            side.statuses[result["status"]] += 1
+            if deadline.passed():
+                break
+    finally:
+        app.memory.vectors = index
+    embed_loaded(app, actor.workspace_id)
+    return with_vector, without
+
+
 def measure_recall(app: Armarius, actor: Actor, bare: BareSearch, query_set: Sequence[str], budget: float,
                    profiler: cProfile.Profile | None) -> Reads:
     warmup = Deadline(WARMUP_SECONDS)
@@ -507,6 +535,10 @@ def measure_size(app: Armarius, actor: Actor, token: str, bare: BareSearch, corp
     writes = corpus.documents(base, base + WARMUP_WRITES + options.remembers, new_slug)
     figures.remember = measure_remember(app, actor, writes, budget,
                                         profiles.setdefault("remember", cProfile.Profile()) if profiling else None)
+    if app.memory.vectors is not None:
+        growth_base = base + NEW_BLOCK // 4
+        figures.growth = measure_growth(app, actor, corpus.documents(growth_base, growth_base + options.remembers,
+                                                                     new_slug), budget)
     figures.settle_seconds.append(prepare(app.settings))
     print(f"  {engine} {size:,}: remember {figures.remember.rate:,.0f}/s over {len(figures.remember.latencies)} "
           "calls" + (f" (+ {figures.settle_seconds[0]:.1f} s VACUUM ANALYZE)" if engine == "postgresql" else ""),
@@ -579,6 +611,12 @@ def print_writes(results: list[SizeFigures]) -> None:
               f"{ms(percentile(service.latencies, 0.5)):>8}{ms(percentile(service.latencies, 0.95)):>8}"
               f"{len(mcp.latencies):>11}{mcp.rate:>7,.0f}{ms(percentile(mcp.latencies, 0.5)):>8}"
               f"{ms(percentile(mcp.latencies, 0.95)):>8}  {answers}")
+    for figures in results:
+        if figures.growth is not None:
+            with_vector, without = (percentile(writes.latencies, 0.5) for writes in figures.growth)
+            print(f"{figures.engine} {figures.entries:,}: remember with / without its vector, in alternating blocks "
+                  f"({len(figures.growth[0].latencies)} + {len(figures.growth[1].latencies)} calls): p50 "
+                  f"{ms(with_vector)} / {ms(without)} ms, the vector adds {ms(with_vector - without)} ms")
 
 
 def print_reads(results: list[SizeFigures], options: Options) -> None:
@@ -624,6 +662,11 @@ def print_targets(results: list[SizeFigures]) -> None:
                 print(f"  overhead over the same query bare on the driver <= 1.5x at 100k on SQLite, {name}: "
                       f"{reads.ratio():.2f}x, {_verdict(reads.ratio() <= 1.5)} (p50 {ms(p50)} ms, "
                       f"{_verdict(p50 <= 0.010)} for <= 10 ms; {reads.floor_ratio():.2f}x the plain ranked match)")
+    for figures in results:
+        if figures.growth is not None:
+            added = percentile(figures.growth[0].latencies, 0.5) - percentile(figures.growth[1].latencies, 0.5)
+            print(f"  remember p50 grows by <= 0.3 ms with its vector ({figures.engine}, {figures.size:,}): "
+                  f"{ms(added)} ms, {_verdict(added <= 0.0003)}")
     for figures in results:
         if figures.size == 10_000:
             print(f"  vs. server-memory at 10k ({figures.engine}): MCP create p50 "

@@ -20,6 +20,7 @@ import re
 import threading
 from collections.abc import Sequence
 from importlib.metadata import version
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -79,18 +80,18 @@ class _Tokens:
             return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
         if not text:
             return []
-        ids: list[int] = []
         words = self._words
-        for word in self._split(_SPACE + text.replace(" ", _SPACE)):
-            known = words.get(word)
-            if known is None:
-                known = tuple(token.id for token in self._bpe.tokenize(word))
-                if len(word) <= _WORD_CACHED_UP_TO:
-                    if len(words) >= _WORD_CACHE:
-                        words.clear()
-                    words[word] = known
-            ids += known
-        return ids
+        pieces = self._split(_SPACE + text.replace(" ", _SPACE))
+        known = list(map(words.get, pieces))
+        if None in known:
+            for at, piece in enumerate(pieces):
+                if known[at] is None:
+                    known[at] = ids = tuple(token.id for token in self._bpe.tokenize(piece))
+                    if len(piece) <= _WORD_CACHED_UP_TO:
+                        if len(words) >= _WORD_CACHE:
+                            words.clear()
+                        words[piece] = ids
+        return list(chain.from_iterable(known))  # type: ignore[arg-type]  # no None is left
 
 
 class WordLlamaEmbedder:

@@ -41,17 +41,18 @@ def put(tx: Tx, vectors: Sequence[tuple[int, int, bytes]], model: str) -> None:
     """Store vectors (entry id, revision, quantized vector) of ``model``, numbered in commit order."""
     workspace = tx.require_workspace()
     tx.serialize(_VECTOR_TOPIC)
-    last = int(tx.scalar("SELECT coalesce(max(seq), 0) FROM entry_vectors WHERE workspace_id = ?", (workspace,)))
-    for number, (entry_id, revision, vector) in enumerate(vectors, last + 1):
-        row = (entry_id, workspace, number, revision, vector, model)
+    for entry_id, revision, vector in vectors:
+        row = (entry_id, workspace, workspace, revision, vector, model)
         if not tx.execute(_PUT, row):  # the model's first vector in this store: register the model
             tx.execute("INSERT INTO vector_models (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (model,))
             tx.execute(_PUT, row)
 
 
-#: One vector, of the model named last; writes nothing when the model is not registered yet.
+#: One vector, of the model named last, numbered after the workspace's last; writes nothing when the
+#: model is not registered yet.
 _PUT = ("INSERT INTO entry_vectors (entry_id, workspace_id, seq, revision, model, vector) "
-        "SELECT ?, ?, ?, ?, m.id, ? FROM vector_models m WHERE m.name = ? "
+        "SELECT ?, ?, coalesce((SELECT max(seq) FROM entry_vectors WHERE workspace_id = ?), 0) + 1, ?, m.id, ? "
+        "FROM vector_models m WHERE m.name = ? "
         "ON CONFLICT (entry_id) DO UPDATE SET seq = excluded.seq, revision = excluded.revision, "
         "model = excluded.model, vector = excluded.vector")
 #: The stored number of the model named.
