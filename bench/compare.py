@@ -91,11 +91,13 @@ from database_rows import (
 from databases import PG_ADMIN_URL, engine_settings, environment, postgres_available, sqlite_settings
 from memory import embed_loaded, load, new_slug, prepare
 from processes import (
+    NOOP_SERVER,
     StdioServer,
     ToolError,
     armarius_serve,
     cpu_seconds,
     node_version,
+    noop_serve,
     npm_bin,
     npm_package,
     refusal_of_serve,
@@ -120,6 +122,7 @@ from armarius.auth.permissions import Kind, Role
 from armarius.auth.secrets import new_password
 from armarius.config import Settings
 from armarius.memory.embeddings import Embedder, quantize
+from armarius.memory.vectors import one_blas_thread
 
 SERVER_MEMORY = ("@modelcontextprotocol/server-memory", "2026.8.31")
 DBHUB = ("@bytebase/dbhub", "1.4.0")
@@ -747,7 +750,7 @@ async def compare_cpu(bench: Bench) -> list[Row]:
     settings = Settings(data_dir=folder / "armarius", research_config=config, session_max_budget=SESSION_BUDGET)
     initialize(settings)
     env = {"ARMARIUS_RESEARCH_CONFIG": str(config), "ARMARIUS_SESSION_MAX_BUDGET": str(SESSION_BUDGET)}
-    floor_server = stdio_server("noop", sys.executable, [str(Path(__file__).with_name("noop_server.py"))], {},
+    floor_server = stdio_server("noop", sys.executable, [str(NOOP_SERVER)], {},
                                 bench.folder / "noop.log")
     app = open_app(settings)
     try:
@@ -1191,6 +1194,11 @@ async def compare_recall(bench: Bench) -> list[Row]:
 # 6. 32 concurrent MCP clients over HTTP ------------------------------------------------------------------
 
 
+#: Section 6's floor in its alternation of runs: the no-op tool on the same SDK over HTTP, the same
+#: clients calling it (bench/noop_server.py --http), instead of a number of Armarius workers.
+FLOOR = 0
+
+
 @dataclass
 class Load:
     """One run: what the clients got within the measured window."""
@@ -1216,7 +1224,8 @@ class Load:
     def summary(self) -> str:
         ms = [percentile(self.latencies, fraction) * 1000 for fraction in (0.5, 0.95, 0.99)]
         errors = sum(self.errors.values())
-        return (f"{self.workers} worker{'s' if self.workers > 1 else ''}: {self.rate:,.0f} ops/s, p50/p95/p99 "
+        who = "no-op server" if self.workers == FLOOR else f"{self.workers} worker{'s' if self.workers > 1 else ''}"
+        return (f"{who}: {self.rate:,.0f} ops/s, p50/p95/p99 "
                 f"{ms[0]:.0f}/{ms[1]:.0f}/{ms[2]:.0f} ms, {errors} errors"
                 + (f" ({', '.join(f'{code} {n}' for code, n in self.errors.most_common(3))})" if errors else "")
                 + f", CPU per op: server {self.server_cpu / max(1, len(self.latencies)) * 1000:.2f} ms, clients "
@@ -1231,6 +1240,9 @@ class Workload:
     notes: Iterator[Document]
 
 
+FLOOR_WORKLOAD = Workload({"noop": 1}, [], [], iter(()))
+
+
 def answer_problem(tool: str, result: Any, arguments: dict[str, Any]) -> str | None:
     """What is wrong with an answer (an error code, or a wrong shape), None when it is right."""
     text = getattr(result.content[0], "text", "") if result.content else ""
@@ -1241,6 +1253,8 @@ def answer_problem(tool: str, result: Any, arguments: dict[str, Any]) -> str | N
         return None if answer.get("status") == "written" else f"remember {answer.get('status')}"
     if tool == "read":
         return None if answer.get("slug") == arguments["slug"] else "read: another entry"
+    if tool == "noop":
+        return None if answer == {} else "noop: not {}"
     return None if isinstance(answer.get("results"), list) else "recall: no results list"
 
 
@@ -1259,11 +1273,13 @@ async def http_agent(url: str, token: str, workload: Workload, rng: random.Rando
             return {"slug": note.slug, "title": note.title, "body": note.body}
         if tool == "read":
             return {"slug": rng.choice(workload.slugs)}
+        if tool == "noop":
+            return {}
         return {"query": rng.choice(workload.queries), "limit": RECALL_LIMIT}
 
     async with (create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
                 Client(streamable_http_client(url, http_client=http)) as client):
-        for tool in ("recall", "read"):  # warm-up: the connection, the server's caches
+        for tool in workload.weights.keys() - {"remember"}:  # warm-up: the connection, the server's caches
             await client.call_tool(tool, arguments(tool))
         ready.set()
         await start.wait()
@@ -1330,12 +1346,16 @@ async def http_engine(bench: Bench, engine: str, workers: int) -> list[Row]:
         workload = Workload(weights, [document.slug for document in documents],
                             [query for name in QUERY_CLASSES
                              for query in bench.corpus.queries(name, 50, plan.http_entries)], notes)
-        runs: dict[int, list[Load]] = {count: [] for count in configurations}
+        order = [*configurations, FLOOR]
+        runs: dict[int, list[Load]] = {count: [] for count in order}
         for round_number in range(plan.http_rounds):
-            for count in configurations if round_number % 2 == 0 else configurations[::-1]:
-                with armarius_serve(settings.data_dir, env, bench.folder / f"serve-{engine}.log", count) as server:
+            for count in order if round_number % 2 == 0 else order[::-1]:
+                serving = (noop_serve(bench.folder / "noop-http.log") if count == FLOOR
+                           else armarius_serve(settings.data_dir, env, bench.folder / f"serve-{engine}.log", count))
+                with serving as server:
                     run = Load(count)
-                    await run_load(f"{server.base_url}/mcp", tokens, workload, plan.http_seconds, server.pids(), run)
+                    await run_load(f"{server.base_url}/mcp", tokens, FLOOR_WORKLOAD if count == FLOOR else workload,
+                                   plan.http_seconds, server.pids(), run)
                 runs[count].append(run)
                 print(f"  http: {engine_name}, {run.summary()}", flush=True)
     return http_rows(case, runs, workers, refusal)
@@ -1353,17 +1373,21 @@ def merged(loads: list[Load]) -> Load:
 
 
 def http_rows(case: str, runs: dict[int, list[Load]], workers: int, refusal: str) -> list[Row]:
-    one = merged(runs[1])
-    extra = {"runs": {count: [run.figures() for run in loads] for count, loads in runs.items()}}
+    one, floor = merged(runs[1]), merged(runs[FLOOR])
+    extra = {"runs": {"no-op" if count == FLOOR else count: [run.figures() for run in loads]
+                      for count, loads in runs.items()}}
+    against_floor = Row(6, case, "1 worker", "no-op tool, same SDK", "ops/s", one.rate, floor.rate, n=len(runs[FLOOR]),
+                        differ=sum(one.errors.values()) + sum(floor.errors.values()),
+                        detail=f"{floor.summary()} (the same clients calling it)", extra=extra)
     if refusal:
         return [Row(6, case, f"{workers} workers", "1 worker", "ops/s", None, one.rate, n=len(runs[1]),
                     differ=sum(one.errors.values()),
                     detail=f"{one.summary()}; {workers} workers not applicable: serve refuses "
-                           f"({refusal.splitlines()[-1][:110]})", extra=extra)]
+                           f"({refusal.splitlines()[-1][:110]})", extra=extra), against_floor]
     many = merged(runs[workers])
     return [Row(6, case, f"{workers} workers", "1 worker", "ops/s", many.rate, one.rate, n=len(runs[workers]),
                 differ=sum(one.errors.values()) + sum(many.errors.values()),
-                detail=f"{many.summary()}; {one.summary()}", extra=extra)]
+                detail=f"{many.summary()}; {one.summary()}", extra=extra), against_floor]
 
 
 async def compare_http(bench: Bench) -> list[Row]:
@@ -1492,6 +1516,7 @@ async def run_sections(bench: Bench, only: list[int]) -> tuple[list[Row], dict[i
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    one_blas_thread()  # numpy as the server runs it (before numpy loads)
     options = parse_options(argv)
     for name in ("httpx", "httpx2"):  # one line per request otherwise, once something configures logging
         logging.getLogger(name).setLevel(logging.WARNING)

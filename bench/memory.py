@@ -716,6 +716,7 @@ def parse_options() -> Options:
 
 def main() -> None:
     options = parse_options()
+    vectors.one_blas_thread()  # numpy as the server runs it (before numpy loads)
     began = time.perf_counter()
     print(f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, cpus {os.cpu_count()}, "
           f"memory.embeddings {options.embeddings}")

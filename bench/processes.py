@@ -25,6 +25,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 ARMARIUS = [sys.executable, "-m", "armarius"]
+NOOP_SERVER = Path(__file__).with_name("noop_server.py")
 #: Where the peers' npm packages are installed, once per version (``--reinstall`` empties it).
 NPM_DIR = Path("/tmp/armarius-bench-npm")  # noqa: S108 (a fixed cache path, like the source corpus's)
 
@@ -130,9 +131,23 @@ def armarius_serve(data_dir: Path, env: dict[str, str], log: Path, workers: int 
     args = [*ARMARIUS, "--data-dir", str(data_dir), "serve", "--port", str(port)]
     if workers > 1:
         args += ["--workers", str(workers)]
+    with http_server(args, port, {**os.environ, **env}, log, workers) as server:
+        yield server
+
+
+@contextmanager
+def noop_serve(log: Path) -> Iterator[HttpServer]:
+    """The no-op MCP server (bench/noop_server.py) over streamable HTTP on a free port, healthy."""
+    port = free_port()
+    with http_server([sys.executable, str(NOOP_SERVER), "--http", str(port)], port, dict(os.environ), log) as server:
+        yield server
+
+
+@contextmanager
+def http_server(args: list[str], port: int, env: dict[str, str], log: Path, workers: int = 1) -> Iterator[HttpServer]:
+    """An HTTP server started with ``args`` and listening on ``port``, healthy, stopped with SIGTERM after."""
     with log.open("ab") as output:
-        process = subprocess.Popen(args, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env={**os.environ, **env})
+        process = subprocess.Popen(args, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     server = HttpServer(process, f"http://127.0.0.1:{port}", log)
     try:
         wait_until_healthy(server, workers)
@@ -150,7 +165,7 @@ def wait_until_healthy(server: HttpServer, workers: int, timeout: float = 90) ->
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
-            raise RuntimeError(f"armarius serve exited with {server.process.returncode}: "
+            raise RuntimeError(f"{server.process.args!r} exited with {server.process.returncode}: "
                                f"{server.log.read_text(errors='replace')[-2000:]}")
         try:
             healthy = httpx.get(f"{server.base_url}/healthz", timeout=2).status_code == 200
@@ -159,7 +174,7 @@ def wait_until_healthy(server: HttpServer, workers: int, timeout: float = 90) ->
         if healthy and len(server.pids()) >= (1 if workers == 1 else workers + 1):
             return
         time.sleep(0.2)
-    raise RuntimeError(f"armarius serve did not become healthy in {timeout:.0f} s")
+    raise RuntimeError(f"{server.process.args!r} did not become healthy in {timeout:.0f} s")
 
 
 def refusal_of_serve(data_dir: Path, env: dict[str, str], workers: int) -> str:

@@ -24,6 +24,7 @@ from armarius.cli.server import demo, init, mcp, serve
 from armarius.cli.sessions import sessions
 from armarius.cli.transfer import export, import_group
 from armarius.errors import ArmariusError, InternalError
+from armarius.memory.vectors import one_blas_thread
 
 logger = logging.getLogger("armarius.cli")
 
@@ -85,4 +86,5 @@ for command in REPAIR_COMMANDS:
 
 
 def main() -> None:
+    one_blas_thread()
     cli(prog_name="armarius")
