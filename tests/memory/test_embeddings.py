@@ -43,6 +43,7 @@ def tokens(reference: Any) -> _Tokens:
 @example(text="")
 @example(text="   leading and trailing   ")
 @example(text="a\u2581\u2581b  c<s>d")
+@example(text="month\nStuff\r\n\tx \n\n y")
 def test_token_ids_word_by_word_are_the_tokenizers(reference: Any, tokens: _Tokens, text: str) -> None:
     assert tokens.ids(text) == reference.tokenizer.encode(text, add_special_tokens=False).ids
 
@@ -115,7 +116,18 @@ def test_the_word_cache_stays_bounded_whatever_the_texts(reference: Any, monkeyp
     for text in texts:
         assert tokens.ids(text) == reference.tokenizer.encode(text, add_special_tokens=False).ids
         assert len(tokens._words) <= 100
-    assert all(len(word) <= embeddings._WORD_CACHED_UP_TO for word in tokens._words)
+        assert len(tokens._older) <= 100
+    assert all(len(word) <= embeddings._WORD_CACHED_UP_TO for word in [*tokens._words, *tokens._older])
+
+
+def test_the_words_in_use_stay_in_the_word_cache(reference: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A word met again and again stays cached while ever new words pass through (two generations)."""
+    monkeypatch.setattr(embeddings, "_WORD_CACHE", 50)
+    tokens = _Tokens(reference.tokenizer)
+    for n in range(40):
+        text = f"deploy host\n{' '.join(f'w{n}x{k}' for k in range(20))}"
+        assert tokens.ids(text) == reference.tokenizer.encode(text, add_special_tokens=False).ids
+        assert {"\u2581deploy", "\u2581host"} <= tokens._words.keys() | tokens._older.keys()
 
 
 def _in_fresh_python(code: str, **env: str) -> str:

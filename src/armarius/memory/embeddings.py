@@ -50,11 +50,13 @@ def _model_id() -> str:
 
 _loaded: dict[str, Any] = {}
 _loading = threading.Lock()
-#: How many distinct words :class:`_Tokens` keeps the token ids of, and the longest word it keeps:
-#: at most some 20 MB (cleared when full), whatever texts it is given.
-_WORD_CACHE = 100_000
+#: How many distinct words :class:`_Tokens` keeps the token ids of, in each of its two generations, and
+#: the longest word it keeps: at most some 20 MB, whatever texts it is given.
+_WORD_CACHE = 65_536
 _WORD_CACHED_UP_TO = 48
 _SPACE = "\u2581"  # the tokenizer's word boundary, "▁"
+#: Characters that may stand alone between words (line ends, tabs) when no token holds them with others.
+_ALONE = "\n\r\t"
 
 
 class _Tokens:
@@ -63,34 +65,46 @@ class _Tokens:
     The tokenizer (SentencePiece BPE) normalizes a text by prefixing "▁" and turning spaces into "▁",
     then merges the whole text as one word: no pre-tokenizer splits it. When no token of the vocabulary
     has a "▁" after another character, no merge can reach across the start of a word ("▁" after another
-    character), so the text's ids are its words' ids one after another: exactly the tokenizer's answer,
-    at a fraction of its cost for a text of many words (most words are in the cache). Texts with a
-    special token in them (``<s>``), or a vocabulary without that property, go through the tokenizer.
+    character); nor across a character that no token holds with others (a line end is always a token of
+    its own). So the text's ids are its words' ids one after another, the words split there: exactly
+    the tokenizer's answer, at a fraction of its cost for a text of many words (most words are in the
+    cache). Texts with a special token in them (``<s>``), or a vocabulary without that property, go
+    through the tokenizer.
+
+    The cache has two generations: words are added to the newer; when it is full it becomes the older
+    (the older one is dropped), and a word found only in the older is added to the newer again. So the
+    words in use stay, and neither a clean sweep nor a long text of new words empties it.
     """
 
     def __init__(self, tokenizer: Any) -> None:
         self._tokenizer, self._bpe = tokenizer, tokenizer.model
         self._special = [token.content for token in tokenizer.get_added_tokens_decoder().values()]
-        self._by_word = all(_SPACE not in token.lstrip(_SPACE) for token in tokenizer.get_vocab())
+        vocabulary = tokenizer.get_vocab()
+        self._by_word = all(_SPACE not in token.lstrip(_SPACE) for token in vocabulary)
+        alone = re.escape("".join(character for character in _ALONE
+                                  if not any(character in token and token != character for token in vocabulary)))
         self._words: dict[str, tuple[int, ...]] = {}
-        self._split = re.compile(f"{_SPACE}*[^{_SPACE}]+|{_SPACE}+").findall
+        self._older: dict[str, tuple[int, ...]] = {}
+        self._split = re.compile(f"{_SPACE}*[^{_SPACE}{alone}]+|{_SPACE}+" + (f"|[{alone}]" if alone else "")).findall
 
     def ids(self, text: str) -> list[int]:
         if not self._by_word or any(special in text for special in self._special):
             return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
         if not text:
             return []
-        words = self._words
         pieces = self._split(_SPACE + text.replace(" ", _SPACE))
-        known = list(map(words.get, pieces))
+        known = list(map(self._words.get, pieces))
         if None in known:
             for at, piece in enumerate(pieces):
                 if known[at] is None:
-                    known[at] = ids = tuple(token.id for token in self._bpe.tokenize(piece))
+                    ids = self._older.get(piece)
+                    if ids is None:
+                        ids = tuple(token.id for token in self._bpe.tokenize(piece))
+                    known[at] = ids
                     if len(piece) <= _WORD_CACHED_UP_TO:
-                        if len(words) >= _WORD_CACHE:
-                            words.clear()
-                        words[piece] = ids
+                        if len(self._words) >= _WORD_CACHE:
+                            self._older, self._words = self._words, {}
+                        self._words[piece] = ids
         return list(chain.from_iterable(known))  # type: ignore[arg-type]  # no None is left
 
 
