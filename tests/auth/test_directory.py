@@ -11,13 +11,15 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import pytest
 
 from armarius.app import Armarius
 from armarius.audit import chain as audit
-from armarius.auth.directory import Directory
+from armarius.auth import directory as directory_module
+from armarius.auth.directory import TOKEN_RECHECK_SECONDS, Directory
 from armarius.auth.model import Actor
 from armarius.auth.permissions import AGENT_FORBIDDEN, Kind, Permission, Role, permissions_for, role_allowed
 from armarius.auth.secrets import TOKEN_PREFIX, token_digest, verify_password
@@ -222,6 +224,67 @@ def test_revoked_token_is_refused(world: World) -> None:
     world.directory.revoke_token(token_id, by=OPERATOR)
     assert world.snapshot() == before
     world.unchanged_after(NotFound, lambda: world.directory.revoke_token(token_id + 1000, by=OPERATOR))
+
+
+class Clock:
+    """time.monotonic for the directory's checked tokens, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    clock = Clock()
+    monkeypatch.setattr(directory_module, "time", SimpleNamespace(monotonic=clock))
+    return clock
+
+
+def test_a_token_check_answers_again_for_a_second_until_this_directory_changes_a_role(
+        world: World, clock: Clock) -> None:
+    directory = world.directory
+    fresh = directory.issue_token("bot", workspace="alpha", label="fresh", by=OPERATOR).token
+    assert directory.recently_checked(fresh) is None  # never checked
+    actor = directory.authenticate_token(world.bot_token)
+    assert directory.recently_checked(world.bot_token) == actor
+    clock.now += TOKEN_RECHECK_SECONDS - 0.01
+    assert directory.recently_checked(world.bot_token) == actor
+    clock.now += 0.01
+    assert directory.recently_checked(world.bot_token) is None  # too old: check it again
+    directory.authenticate_token(world.bot_token)
+    directory.set_role("bot", workspace="alpha", role=Role.READER, by=OPERATOR)
+    assert directory.recently_checked(world.bot_token) is None
+    assert directory.authenticate_token(world.bot_token).role is Role.READER
+    assert directory.recently_checked(world.bot_token).role is Role.READER  # type: ignore[union-attr]
+
+
+def test_a_revoked_or_refused_token_is_never_answered_from_a_check(world: World, clock: Clock) -> None:
+    directory = world.directory
+    token_id = directory.authenticate_token(world.bot_token).token_id
+    directory.revoke_token(token_id or 0, by=OPERATOR)
+    assert directory.recently_checked(world.bot_token) is None
+    with pytest.raises(Unauthenticated):
+        directory.authenticate_token(world.bot_token)
+    assert directory.recently_checked(world.bot_token) is None
+    for forged in ("arm_" + "x" * 43, "n\u00e4me", ""):
+        with pytest.raises(Unauthenticated):
+            directory.authenticate_token(forged)
+        assert directory.recently_checked(forged) is None
+
+
+def test_a_revocation_by_another_process_takes_effect_within_the_recheck_time(world: World, clock: Clock) -> None:
+    """Another Directory on the same store stands for another process (the CLI, another server process)."""
+    directory, elsewhere = world.directory, Directory(world.app.database)
+    actor = directory.authenticate_token(world.bot_token)
+    elsewhere.revoke_token(actor.token_id or 0, by=OPERATOR)
+    assert directory.recently_checked(world.bot_token) == actor  # this process does not know yet
+    clock.now += TOKEN_RECHECK_SECONDS
+    assert directory.recently_checked(world.bot_token) is None
+    with pytest.raises(Unauthenticated):
+        directory.authenticate_token(world.bot_token)
 
 
 def test_revoking_one_token_leaves_the_others(world: World) -> None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 import secrets
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +26,17 @@ NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 _UNUSABLE_HASH = hash_password(secrets.token_urlsafe(16))
 #: A token's last-used time is written at most this often (seconds), not on every request.
 _LAST_USED_GRANULARITY = 60
+#: How long (seconds) a token's check may answer for it again (:meth:`Directory.recently_checked`), and
+#: how many checked tokens are kept (all are forgotten when that many are).
+TOKEN_RECHECK_SECONDS = 1.0
+_CHECKED_TOKENS = 4096
+
+
+@dataclass(frozen=True)
+class _Checked:
+    actor: Actor
+    changes: int
+    until: float
 
 
 def check_name(what: str, name: str) -> str:
@@ -40,6 +52,10 @@ def check_name(what: str, name: str) -> str:
 @dataclass
 class Directory:
     database: Database
+    #: What this object changed of what tokens stand for (a role given, a token revoked), counted.
+    changes: int = field(default=0, init=False)
+    #: Tokens checked lately, by digest (never the token itself): see :meth:`recently_checked`.
+    _checked: dict[str, _Checked] = field(default_factory=dict, init=False, repr=False)
 
     # Workspaces -------------------------------------------------------------------------------
 
@@ -114,6 +130,7 @@ class Directory:
             principal = self._principal(tx, name)
             _check_role(principal.kind, role)
             self._set_membership(tx, self._workspace(tx, workspace), principal, role, by=by)
+        self.changes += 1  # once committed: a check made from now on sees the new role
 
     def set_password(self, name: str, password: str, *, by: str) -> None:
         with self.database.transaction(write=True) as tx:
@@ -189,6 +206,7 @@ class Directory:
                 tx.execute("UPDATE agent_tokens SET revoked_at = ? WHERE id = ?", (utc_now(), token_id))
                 audit.append(tx, actor=by, action="token.revoked", subject=row["name"],
                              details={"token_id": token_id})
+        self.changes += 1
 
     def tokens(self, workspace: str | None = None) -> list[TokenInfo]:
         with self.database.transaction() as tx:
@@ -206,7 +224,7 @@ class Directory:
         refusal = Unauthenticated("The agent token is missing, unknown or revoked.")
         if not token or not token.isascii():
             raise refusal
-        digest = token_digest(token)
+        digest, changes = token_digest(token), self.changes
         with self.database.transaction() as tx:
             row = tx.one(
                 "SELECT t.id AS token_id, t.digest, t.last_used_at, t.revoked_at, p.id AS principal_id, "
@@ -218,9 +236,26 @@ class Directory:
                 (digest,),
             )
         if row is None or not digests_match(row["digest"], digest) or row["revoked_at"] or row["role"] is None:
+            self._checked.pop(digest, None)
             raise refusal
         self._touch(row)
-        return _actor(row, token_id=row["token_id"])
+        actor = _actor(row, token_id=row["token_id"])
+        if len(self._checked) >= _CHECKED_TOKENS:
+            self._checked.clear()
+        self._checked[digest] = _Checked(actor, changes, time.monotonic() + TOKEN_RECHECK_SECONDS)
+        return actor
+
+    def recently_checked(self, token: str) -> Actor | None:
+        """The actor of a token :meth:`authenticate_token` accepted less than TOKEN_RECHECK_SECONDS ago, when
+        this object changed no role and revoked no token since; None when the token must be checked.
+
+        For a caller that may answer without the database (the HTTP surface, on its event loop): a token
+        revoked or a role changed through this object takes effect at once, and through another process
+        (the CLI, another server process) within TOKEN_RECHECK_SECONDS. A refused token is never kept."""
+        checked = self._checked.get(token_digest(token)) if token.isascii() else None
+        if checked is None or checked.changes != self.changes or time.monotonic() >= checked.until:
+            return None
+        return checked.actor
 
     def _touch(self, row: Row) -> None:
         now = utc_now()

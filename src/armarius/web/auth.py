@@ -39,7 +39,9 @@ def bearer_token(headers: Headers) -> str:
 async def authenticate(app: Armarius, scope: Scope) -> Actor:
     """Resolve the request's principal and record it in the ASGI scope for the handlers below."""
     token = bearer_token(Headers(scope=scope))
-    actor = await anyio.to_thread.run_sync(app.directory.authenticate_token, token)
+    actor = app.directory.recently_checked(token)
+    if actor is None:
+        actor = await anyio.to_thread.run_sync(app.directory.authenticate_token, token)
     scope[ACTOR_SCOPE_KEY] = actor
     # The SDK binds each MCP session to the credential that opened it: a session id presented
     # with another token is answered as if it did not exist. The token itself is never kept.
