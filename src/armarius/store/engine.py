@@ -61,10 +61,14 @@ def _to_pyformat(sql: str) -> str:
 class Tx:
     """One open transaction. ``workspace_id`` is the workspace it is scoped to, if any."""
 
-    def __init__(self, dialect: Dialect, cursor: Any, workspace_id: int | None) -> None:
+    def __init__(self, dialect: Dialect, cursor: Any, workspace_id: int | None, *, begin: tuple[str, ...] = ()
+                 ) -> None:
         self.dialect: Dialect = dialect
         self.workspace_id = workspace_id
         self._cursor = cursor
+        #: PostgreSQL: the statements that begin the transaction, not sent yet: they go with its first
+        #: statement, in one round trip (psycopg's pipeline mode).
+        self._begin = begin
 
     def require_workspace(self) -> int:
         if self.workspace_id is None:
@@ -108,7 +112,10 @@ class Tx:
         if self.dialect == "postgresql":
             sql = _to_pyformat(sql)
         try:
-            self._cursor.execute(sql, params)
+            if self._begin:
+                self._begin_with(sql, params)
+            else:
+                self._cursor.execute(sql, params)
         except sqlite3.IntegrityError as exc:
             if exc.sqlite_errorname in ("SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY"):
                 raise UniqueViolation(exc.sqlite_errorname) from exc
@@ -123,6 +130,15 @@ class Tx:
             raise StorageUnavailable("The database connection failed; try again in a moment.") from exc
         except psycopg.errors.DataError as exc:
             raise InvalidInput("A value does not fit the column it is stored in.") from exc
+
+    def _begin_with(self, sql: str, params: Params) -> None:
+        """Begin the transaction and run its first statement, sent together; the cursor then holds that
+        statement's result, as after any other."""
+        begin, self._begin = self._begin, ()
+        with self._cursor.connection.pipeline():
+            for statement in begin:
+                self._cursor.execute(statement)
+            self._cursor.execute(sql, params)
 
 
 class Database(ABC):
@@ -283,21 +299,20 @@ class PostgresDatabase(Database):
             except (PoolTimeout, psycopg.OperationalError) as exc:
                 raise StorageUnavailable("PostgreSQL cannot be reached; try again in a moment.") from exc
             del write  # no global write lock: check-then-write sequences lock the rows they check
-            tx = Tx("postgresql", stack.enter_context(connection.cursor()), workspace_id)
-            tx.execute(_begin(workspace_id, snapshot=snapshot))
-            yield tx
+            yield Tx("postgresql", stack.enter_context(connection.cursor()), workspace_id,
+                     begin=_begin(workspace_id, snapshot=snapshot))
 
     def close(self) -> None:
         self._pool.close()
 
 
-def _begin(workspace_id: int | None, *, snapshot: bool = False) -> str:
-    """Begin a transaction scoped to a workspace, in one round trip: two statements in one query string,
-    which carries no bound parameters, so the id (an int) is written into it."""
+def _begin(workspace_id: int | None, *, snapshot: bool = False) -> tuple[str, ...]:
+    """The statements that begin a transaction scoped to a workspace (sent with the transaction's first
+    statement: :meth:`Tx._begin_with`). The id is an int, written into the statement."""
     begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if snapshot else "BEGIN"
     if workspace_id is None:
-        return begin
-    return f"{begin}; SELECT set_config('armarius.workspace_id', '{int(workspace_id)}', true)"
+        return (begin,)
+    return begin, f"SELECT set_config('armarius.workspace_id', '{int(workspace_id)}', true)"
 
 
 def open_database(database_url: str | None, sqlite_path: Path, *, sqlite_synchronous: str = "normal") -> Database:
