@@ -28,6 +28,7 @@ from armarius.store import Row, Tx
 if TYPE_CHECKING:  # numpy is imported where vectors are searched: commands that search none start faster
     import numpy as np
 
+
 def one_blas_thread() -> None:
     """Run numpy's matrix products in this process on one thread, unless the operator chose otherwise
     (``OPENBLAS_NUM_THREADS``); a process's entry point calls it before numpy is first imported (OpenBLAS
