@@ -120,9 +120,8 @@ from armarius.app import Armarius, initialize, open_app
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind, Role
 from armarius.auth.secrets import new_password
-from armarius.config import Settings
+from armarius.config import Settings, one_blas_thread
 from armarius.memory.embeddings import Embedder, quantize
-from armarius.memory.vectors import one_blas_thread
 
 SERVER_MEMORY = ("@modelcontextprotocol/server-memory", "2026.8.31")
 DBHUB = ("@bytebase/dbhub", "1.4.0")

@@ -70,7 +70,7 @@ from databases import PG_ADMIN_URL, postgres_settings, sqlite_settings
 from armarius.app import Armarius, open_app
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind, Role
-from armarius.config import Settings
+from armarius.config import Settings, one_blas_thread
 from armarius.memory import queries, vectors
 from armarius.memory.embeddings import entry_text, quantize
 from armarius.memory.model import parse_links, slug_key, words
@@ -716,7 +716,7 @@ def parse_options() -> Options:
 
 def main() -> None:
     options = parse_options()
-    vectors.one_blas_thread()  # numpy as the server runs it (before numpy loads)
+    one_blas_thread()  # numpy as the server runs it (before numpy loads)
     began = time.perf_counter()
     print(f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, cpus {os.cpu_count()}, "
           f"memory.embeddings {options.embeddings}")

@@ -20,12 +20,13 @@ from typing import Any
 from corpus import Corpus
 from recall_quality import CUTS, SET
 
+from armarius.config import one_blas_thread
 from armarius.memory import vectors
 from armarius.memory.embeddings import WordLlamaEmbedder, entry_text, quantize
 
 
 def main() -> None:
-    vectors.one_blas_thread()  # numpy as the server runs it (before numpy loads)
+    one_blas_thread()  # numpy as the server runs it (before numpy loads)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="25000,100000")
     parser.add_argument("--steps", default=f"{vectors.COARSE_DIMENSIONS}:{vectors.CANDIDATES}",

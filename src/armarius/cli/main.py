@@ -23,8 +23,8 @@ from armarius.cli.research import research
 from armarius.cli.server import demo, init, mcp, serve
 from armarius.cli.sessions import sessions
 from armarius.cli.transfer import export, import_group
+from armarius.config import one_blas_thread
 from armarius.errors import ArmariusError, InternalError
-from armarius.memory.vectors import one_blas_thread
 
 logger = logging.getLogger("armarius.cli")
 

@@ -16,7 +16,6 @@ to tune or rebuild. The first search of a workspace in a process reads all its v
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,15 +26,6 @@ from armarius.store import Row, Tx
 
 if TYPE_CHECKING:  # numpy is imported where vectors are searched: commands that search none start faster
     import numpy as np
-
-
-def one_blas_thread() -> None:
-    """Run numpy's matrix products in this process on one thread, unless the operator chose otherwise
-    (``OPENBLAS_NUM_THREADS``); a process's entry point calls it before numpy is first imported (OpenBLAS
-    reads the setting as it loads). A server answers many requests at once, and the pool of BLAS threads,
-    which spin between products, took more CPU than it saved: recall over MCP stdio among 2,000 entries
-    took 6.3-7.8 ms of server CPU a call with two threads on two cores, 2.8-3.3 ms with one."""
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 #: The advisory lock topic of a workspace's vector numbering (PostgreSQL).
