@@ -66,9 +66,10 @@ class Tx:
         self.dialect: Dialect = dialect
         self.workspace_id = workspace_id
         self._cursor = cursor
-        #: PostgreSQL: the statements that begin the transaction, not sent yet: they go with its first
-        #: statement, in one round trip (psycopg's pipeline mode).
-        self._begin = begin
+        #: PostgreSQL: statements whose answers nobody reads (the transaction's BEGIN, an advisory lock),
+        #: not sent yet: they go with the next statement, in one round trip (psycopg's pipeline mode),
+        #: and the server runs them first, in order.
+        self._pending = begin
 
     def require_workspace(self) -> int:
         if self.workspace_id is None:
@@ -80,11 +81,12 @@ class Tx:
 
         SQLite writers already hold the database's write lock (returns False: nothing new to read);
         PostgreSQL takes a transaction-level advisory lock, for check-then-insert sequences that have
-        no existing row to lock (returns True: what others committed meanwhile is now visible).
+        no existing row to lock (returns True: what others committed meanwhile is now visible). The lock
+        is taken with the next statement, in the same round trip, just before it runs.
         """
         if self.dialect == "sqlite":
             return False
-        self.execute("SELECT pg_advisory_xact_lock(?::integer, ?::integer)", (topic, self.require_workspace()))
+        self._pending += (f"SELECT pg_advisory_xact_lock({int(topic)}, {int(self.require_workspace())})",)
         return True
 
     def execute(self, sql: str, params: Params = ()) -> int:
@@ -112,8 +114,8 @@ class Tx:
         if self.dialect == "postgresql":
             sql = _to_pyformat(sql)
         try:
-            if self._begin:
-                self._begin_with(sql, params)
+            if self._pending:
+                self._send_with_pending(sql, params)
             else:
                 self._cursor.execute(sql, params)
         except sqlite3.IntegrityError as exc:
@@ -131,12 +133,12 @@ class Tx:
         except psycopg.errors.DataError as exc:
             raise InvalidInput("A value does not fit the column it is stored in.") from exc
 
-    def _begin_with(self, sql: str, params: Params) -> None:
-        """Begin the transaction and run its first statement, sent together; the cursor then holds that
+    def _send_with_pending(self, sql: str, params: Params) -> None:
+        """Run the pending statements and then this one, sent together; the cursor then holds this
         statement's result, as after any other."""
-        begin, self._begin = self._begin, ()
+        pending, self._pending = self._pending, ()
         with self._cursor.connection.pipeline():
-            for statement in begin:
+            for statement in pending:
                 self._cursor.execute(statement)
             self._cursor.execute(sql, params)
 
@@ -308,7 +310,7 @@ class PostgresDatabase(Database):
 
 def _begin(workspace_id: int | None, *, snapshot: bool = False) -> tuple[str, ...]:
     """The statements that begin a transaction scoped to a workspace (sent with the transaction's first
-    statement: :meth:`Tx._begin_with`). The id is an int, written into the statement."""
+    statement: :meth:`Tx._send_with_pending`). The id is an int, written into the statement."""
     begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if snapshot else "BEGIN"
     if workspace_id is None:
         return (begin,)
