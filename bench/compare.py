@@ -1321,30 +1321,36 @@ async def run_load(url: str, tokens: list[str], workload: Workload, seconds: flo
         run.seconds = seconds
 
 
+def http_store(bench: Bench, settings: Settings, weights: dict[str, int]) -> tuple[list[str], Workload]:
+    """Section 6's store (the plan's entries, one agent a client) and its clients' tokens and workload."""
+    plan = bench.plan
+    app = open_app(settings)
+    try:
+        team, tokens = Team.create(app, agents=plan.http_clients)
+        documents = bench.documents(plan.http_entries)
+        fill(bench, app, team.workspace_id, documents)
+    finally:
+        app.close()
+    prepare(settings)
+    # New notes for remember, made ahead (so the clients spend no CPU on them), then on the fly if they run out.
+    first, made = NEW_BASE + 7 * NEW_BLOCK, plan.http_notes
+    notes = itertools.chain(bench.corpus.documents(first, first + made, new_slug),
+                            (bench.corpus.document(index, new_slug) for index in itertools.count(first + made)))
+    return tokens, Workload(weights, [document.slug for document in documents],
+                            [query for name in QUERY_CLASSES
+                             for query in bench.corpus.queries(name, 50, plan.http_entries)], notes)
+
+
 async def http_engine(bench: Bench, engine: str, workers: int) -> list[Row]:
     plan = bench.plan
     weights = {"remember": 50, "recall": 50} if engine == "sqlite" else {"remember": 20, "recall": 40, "read": 40}
     engine_name = "SQLite" if engine == "sqlite" else "PostgreSQL"
     case = f"{plan.http_clients} clients, {engine_name}, {'/'.join(map(str, weights.values()))} {'/'.join(weights)}"
     with engine_settings(engine, bench.scratch(f"http-{engine}") / "data") as settings:
-        app = open_app(settings)
-        try:
-            team, tokens = Team.create(app, agents=plan.http_clients)
-            documents = bench.documents(plan.http_entries)
-            fill(bench, app, team.workspace_id, documents)
-        finally:
-            app.close()
-        prepare(settings)
+        tokens, workload = http_store(bench, settings, weights)
         env = environment(settings)
         refusal = refusal_of_serve(settings.data_dir, env, workers) if engine == "sqlite" else ""
         configurations = [1] if refusal else [1, workers]
-        # New notes for remember, made ahead (so the clients spend no CPU on them), then on the fly if they run out.
-        first, made = NEW_BASE + 7 * NEW_BLOCK, plan.http_notes
-        notes = itertools.chain(bench.corpus.documents(first, first + made, new_slug),
-                                (bench.corpus.document(index, new_slug) for index in itertools.count(first + made)))
-        workload = Workload(weights, [document.slug for document in documents],
-                            [query for name in QUERY_CLASSES
-                             for query in bench.corpus.queries(name, 50, plan.http_entries)], notes)
         order = [*configurations, FLOOR]
         runs: dict[int, list[Load]] = {count: [] for count in order}
         for round_number in range(plan.http_rounds):

@@ -23,27 +23,12 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from compare import (
-    FLOOR_WORKLOAD,
-    NEW_BASE,
-    NEW_BLOCK,
-    QUERY_CLASSES,
-    QUICK,
-    Bench,
-    Load,
-    Team,
-    Workload,
-    fill,
-    run_load,
-)
+from compare import FLOOR_WORKLOAD, FULL, Bench, Load, http_store, run_load
 from databases import engine_settings, environment
-from memory import new_slug, prepare
 from processes import armarius_serve, noop_serve
 
-from armarius.app import open_app
 from armarius.config import one_blas_thread
 
-ENTRIES = 2_000
 SAMPLES_PER_SECOND = 200
 #: Frames where the event loop or a worker thread starts a piece of work (see report).
 _TASK_STARTS = ("Handle._run ", "WorkerThread.run ")
@@ -96,21 +81,11 @@ def main() -> None:
     if spy is None:
         raise SystemExit("py-spy is not installed: .venv/bin/pip install py-spy")
     with tempfile.TemporaryDirectory(prefix="armarius-profile-") as folder:
-        bench = Bench(QUICK, Path(folder), reinstall=False)
+        bench = Bench(FULL, Path(folder), reinstall=False)
         with engine_settings(options.engine, bench.scratch("store") / "data") as settings:
-            app = open_app(settings)
-            try:
-                team, tokens = Team.create(app, agents=32)
-                documents = bench.documents(ENTRIES)
-                fill(bench, app, team.workspace_id, documents)
-            finally:
-                app.close()
-            prepare(settings)
-            notes = iter(bench.corpus.documents(NEW_BASE + 9 * NEW_BLOCK, NEW_BASE + 10 * NEW_BLOCK, new_slug))
-            workload = (FLOOR_WORKLOAD if options.server == "noop" else
-                        Workload(parse_workload(options.workload), [document.slug for document in documents],
-                                 [query for name in QUERY_CLASSES for query in bench.corpus.queries(name, 50, ENTRIES)],
-                                 notes))
+            tokens, workload = http_store(bench, settings, parse_workload(options.workload))
+            if options.server == "noop":
+                workload = FLOOR_WORKLOAD
             log = bench.folder / "server.log"
             serving = noop_serve(log) if options.server == "noop" else armarius_serve(settings.data_dir,
                                                                                        environment(settings), log)

@@ -1,7 +1,11 @@
-"""Settings: defaults, the TOML file, environment overrides and every refusal naming its source."""
+"""Settings: defaults, the TOML file, environment overrides and every refusal naming its source; the
+process settings the entry point makes (one BLAS thread)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -271,3 +275,20 @@ def test_durability_and_connection_settings_refuse_bad_values(tmp_path: Path, na
     with pytest.raises(ConfigError) as refused:
         load_settings(tmp_path, environ={name: value})
     assert name in refused.value.message
+
+
+def _in_fresh_python(code: str, **env: str) -> str:
+    clean = {name: value for name, value in os.environ.items() if name != "OPENBLAS_NUM_THREADS"}
+    return subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True,
+                          check=True, timeout=120).stdout.strip()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc (Linux)")
+def test_the_entry_point_runs_numpy_on_one_blas_thread() -> None:
+    """The CLI sets the BLAS library to one thread before numpy loads, so a server's process has no pool of
+    spinning BLAS threads; an operator's own setting is kept."""
+    count = "import os, numpy; print(os.environ['OPENBLAS_NUM_THREADS'], len(os.listdir('/proc/self/task')))"
+    main = ("import armarius.cli.main as m; m.cli = lambda **_: exec(" + repr(count) + "); m.main()")
+    assert _in_fresh_python(main) == "1 1"
+    assert _in_fresh_python(main, OPENBLAS_NUM_THREADS="2").split()[0] == "2"
+    assert _in_fresh_python(count, OPENBLAS_NUM_THREADS="1") == "1 1"

@@ -4,9 +4,6 @@ in-process search, exact and in two steps."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -129,19 +126,3 @@ def test_the_words_in_use_stay_in_the_word_cache(reference: Any, monkeypatch: py
         assert tokens.ids(text) == reference.tokenizer.encode(text, add_special_tokens=False).ids
         assert {"\u2581deploy", "\u2581host"} <= tokens._words.keys() | tokens._older.keys()
 
-
-def _in_fresh_python(code: str, **env: str) -> str:
-    clean = {name: value for name, value in os.environ.items() if name != "OPENBLAS_NUM_THREADS"}
-    return subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True,
-                          check=True, timeout=120).stdout.strip()
-
-
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc (Linux)")
-def test_the_entry_point_runs_numpy_on_one_blas_thread() -> None:
-    """The CLI sets the BLAS library to one thread before numpy loads, so a server's process has no pool of
-    spinning BLAS threads; an operator's own setting is kept."""
-    count = "import os, numpy; print(os.environ['OPENBLAS_NUM_THREADS'], len(os.listdir('/proc/self/task')))"
-    main = ("import armarius.cli.main as m; m.cli = lambda **_: exec(" + repr(count) + "); m.main()")
-    assert _in_fresh_python(main) == "1 1"
-    assert _in_fresh_python(main, OPENBLAS_NUM_THREADS="2").split()[0] == "2"
-    assert _in_fresh_python(count, OPENBLAS_NUM_THREADS="1") == "1 1"

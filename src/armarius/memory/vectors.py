@@ -27,7 +27,6 @@ from armarius.store import Row, Tx
 if TYPE_CHECKING:  # numpy is imported where vectors are searched: commands that search none start faster
     import numpy as np
 
-
 #: The advisory lock topic of a workspace's vector numbering (PostgreSQL).
 _VECTOR_TOPIC = 2002
 
