@@ -238,13 +238,10 @@ def looked_up(found: Sequence[dict[str, Any]]) -> Counter[str]:
 
 # --- 1 and 2: determinism and provenance ---------------------------------------------------------
 
-#: Canonical facts of FULL per (world dialect, store engine), compared across the runs: the runs and the
-#: test that checks they compared share one worker process (scripts/test distributes by xdist group).
+#: Canonical facts of FULL per (world dialect, store engine), compared across the runs.
 RUNS: dict[tuple[str, str], list[str]] = {}
-DETERMINISM = pytest.mark.xdist_group("enrichment-determinism")
 
 
-@DETERMINISM
 def test_the_same_configuration_and_snapshot_give_the_same_facts_with_resolving_pointers(bench: Bench) -> None:
     app = bench.open(FULL)
     agent = bench.people.agent
@@ -300,7 +297,6 @@ def test_the_same_configuration_and_snapshot_give_the_same_facts_with_resolving_
         assert canonical == RUNS[key], f"{key} differs from {other}"
 
 
-@DETERMINISM
 def test_the_facts_agree_across_dialects() -> None:
     """The runs above compare as they go; this says which ran (all three dialects when the servers answer)."""
     if len(RUNS) < 2:
