@@ -241,6 +241,84 @@ def test_require_workspace(app: Armarius) -> None:
         assert tx.require_workspace() == 7
 
 
+# Statements sent later ---------------------------------------------------------------------------
+# On PostgreSQL they go with the next statement or the commit, in one round trip; SQLite runs them at once.
+# Either way a caller sees the same thing.
+
+
+def names(settings: Settings) -> list[str]:
+    with OwnerSQL(settings) as owner:
+        return [name for (name,) in owner.rows("SELECT name FROM workspaces ORDER BY name")]
+
+
+def test_a_read_sent_later_has_its_rows_after_the_next_statement_or_the_commit(app: Armarius,
+                                                                               settings: Settings) -> None:
+    app.directory.create_workspace("first", by="operator:test")
+    with app.database.transaction(write=True) as tx:
+        counted = tx.read_later("SELECT count(*) AS n FROM workspaces")
+        tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("second", utc_now()))
+        assert counted.scalar() == 1  # it ran before the insert it went with
+        alone = tx.read_later("SELECT name FROM workspaces ORDER BY name")
+        assert [row["name"] for row in alone.all()] == ["first", "second"]  # asked first: sent alone
+        inserted = tx.read_later("INSERT INTO workspaces (name, created_at) VALUES (?, ?) RETURNING name",
+                                 ("third", utc_now()))
+    assert inserted.one() == {"name": "third"}  # went with the commit
+    assert names(settings) == ["first", "second", "third"]
+
+
+def test_a_write_sent_later_is_committed_and_rolled_back_with_its_transaction(app: Armarius,
+                                                                              settings: Settings) -> None:
+    with app.database.transaction(write=True) as tx:
+        tx.execute_later("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("kept", utc_now()))
+    queued = []
+
+    def queue_then_fail() -> None:
+        with app.database.transaction(write=True) as tx:
+            tx.execute_later("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("dropped", utc_now()))
+            queued.append(tx.read_later("SELECT count(*) AS n FROM workspaces"))
+            raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        queue_then_fail()
+    assert names(settings) == ["kept"]
+    counted, = queued
+    if settings.database_url is not None:  # never sent: there are no rows to give
+        with pytest.raises(RuntimeError, match="ended before"):
+            counted.all()
+
+
+@pytest.mark.parametrize("met_at", ["the next statement", "the commit"])
+def test_an_error_of_a_write_sent_later_undoes_the_whole_transaction(app: Armarius, settings: Settings,
+                                                                     met_at: str) -> None:
+    app.directory.create_workspace("taken", by="operator:test")
+
+    def write_twice() -> None:
+        with app.database.transaction(write=True) as tx:
+            tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("written-first", utc_now()))
+            tx.execute_later("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("taken", utc_now()))
+            if met_at == "the next statement":
+                tx.scalar("SELECT count(*) AS n FROM workspaces")
+
+    with pytest.raises(UniqueViolation):
+        write_twice()
+    assert names(settings) == ["taken"]
+    with app.database.transaction() as tx:  # the connection is usable afterwards
+        assert tx.scalar("SELECT count(*) AS n FROM workspaces") == 1
+
+
+def test_a_lazy_commit_still_commits_and_the_setting_ends_with_its_transaction(app: Armarius,
+                                                                               settings: Settings) -> None:
+    with app.database.transaction(write=True) as tx:
+        tx.commit_lazily()
+        tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("lazy", utc_now()))
+        if settings.database_url is not None:
+            assert tx.scalar("SHOW synchronous_commit") == "off"
+    assert names(settings) == ["lazy"]
+    if settings.database_url is not None:
+        with app.database.transaction() as tx:
+            assert tx.scalar("SHOW synchronous_commit") == "on"
+
+
 # Constraint errors ------------------------------------------------------------------------------
 
 

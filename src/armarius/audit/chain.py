@@ -89,7 +89,8 @@ def append(
     """Append an event to the chain of the transaction's workspace (or the system chain)."""
     key = signing_keyring(tx).active
     chain = _chain_of(tx)
-    head = _locked_head(tx, chain)
+    prepared = tx.prepared.pop(_HEAD, None)
+    head = _locked_head(tx, chain) if prepared is None else prepared.one()
     if head is None:
         tx.execute(
             "INSERT INTO audit_heads (workspace_id, seq, hash) VALUES (?, 0, ?) ON CONFLICT DO NOTHING",
@@ -105,12 +106,22 @@ def append(
               "key_id, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
     event = (chain, seq, at, actor, action, subject, details_text, prev_hash, digest, key.id, mac)
     move_head = "UPDATE audit_heads SET seq = ?, hash = ? WHERE workspace_id = ?"
-    if tx.dialect == "postgresql":  # the event and the head's move in one statement (one round trip)
-        tx.execute(f"WITH event AS ({insert}) {move_head}", (*event, seq, digest, chain))
+    if tx.dialect == "postgresql":  # the event and the head's move in one statement, sent with the next one
+        tx.execute_later(f"WITH event AS ({insert}) {move_head}", (*event, seq, digest, chain))
     else:
         tx.execute(insert, event)
         tx.execute(move_head, (seq, digest, chain))
     return AuditEvent(chain, seq, at, actor, action, subject, json.loads(details_text), prev_hash, digest, key.id, mac)
+
+
+_HEAD = "audit.head"
+
+
+def prepare(tx: Tx) -> None:
+    """Lock the chain's head for an :func:`append` later in this transaction, with the next statement sent
+    (PostgreSQL: the round trip the append would make to read it). Where the append follows at once, or in
+    a transaction that may end without one, there is nothing to gain: the lock is held from here on."""
+    tx.prepared[_HEAD] = tx.read_later(_HEAD_SQL + _head_lock(tx), (_chain_of(tx),))
 
 
 def _chain_of(tx: Tx) -> int:
@@ -122,9 +133,15 @@ def _scope(chain: int) -> int | None:
     return None if chain == SYSTEM_CHAIN else chain
 
 
+_HEAD_SQL = "SELECT seq, hash FROM audit_heads WHERE workspace_id = ?"
+
+
+def _head_lock(tx: Tx) -> str:
+    return " FOR UPDATE" if tx.dialect == "postgresql" else ""
+
+
 def _locked_head(tx: Tx, chain: int) -> dict[str, Any] | None:
-    lock = " FOR UPDATE" if tx.dialect == "postgresql" else ""
-    return tx.one(f"SELECT seq, hash FROM audit_heads WHERE workspace_id = ?{lock}", (chain,))
+    return tx.one(_HEAD_SQL + _head_lock(tx), (chain,))
 
 
 def tail(database: Database, workspace_id: int | None, limit: int = 20) -> list[AuditEvent]:

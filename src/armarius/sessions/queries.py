@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 from armarius.canonical import canonical_json
 from armarius.sessions.model import Reservation
-from armarius.store import Row, Tx
+from armarius.store import Later, Row, Tx
 
 _SESSION_COLUMNS = (
     "id, owner_id, owner, subject, status, reason, resume_state, retry_not_before, budget, used, invalid_streak, "
@@ -40,8 +40,22 @@ def insert_session(tx: Tx, *, owner_id: int, owner: str, subject: str, budget: i
 
 def session(tx: Tx, session_id: int, *, lock: bool = False) -> Row | None:
     """The session row (``lock``: held against other writers until the transaction ends)."""
-    return tx.one(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE workspace_id = ? AND id = ?"
-                  f"{_lock(tx) if lock else ''}", (tx.require_workspace(), session_id))
+    return session_later(tx, session_id, lock=lock).one()
+
+
+def locked_with_live_reservations(tx: Tx, session_id: int) -> tuple[Row | None, list[Row]]:
+    """The session row locked against other writers, and its live reservations as they are once it is
+    locked: sent together (one round trip on PostgreSQL)."""
+    locked = tx.read_later(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE workspace_id = ? AND id = ?{_lock(tx)}",
+                           (tx.require_workspace(), session_id))
+    live = live_reservations(tx, session_id)
+    return locked.one(), live
+
+
+def session_later(tx: Tx, session_id: int, *, lock: bool = False) -> Later:
+    """:func:`session`, sent with the next statement."""
+    return tx.read_later(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE workspace_id = ? AND id = ?"
+                         f"{_lock(tx) if lock else ''}", (tx.require_workspace(), session_id))
 
 
 def session_with_reservations(tx: Tx, session_id: int) -> Row | None:
@@ -148,15 +162,14 @@ def last_blocking_checkpoint(tx: Tx, session_id: int) -> Row | None:
 
 
 def insert_reservation(tx: Tx, session_id: int, *, actor: str, holder: str, lease_until: str, at: str,
-                       state: Reservation = Reservation.RESERVED) -> int:
-    row = tx.one(
+                       state: Reservation = Reservation.RESERVED) -> Later:
+    """A new reservation; its id (``.scalar()``) once sent: with the next statement or the commit."""
+    return tx.read_later(
         "INSERT INTO session_reservations (workspace_id, session_id, state, actor, holder, lease_until, created_at, "
         "settled_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (tx.require_workspace(), session_id, state.value, actor, holder, lease_until, at,
          None if state is Reservation.RESERVED else at),
     )
-    assert row is not None
-    return int(row["id"])
 
 
 def live_reservations(tx: Tx, session_id: int) -> list[Row]:

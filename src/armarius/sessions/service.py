@@ -210,11 +210,15 @@ class SessionService:
 
     def _reserve(self, actor: Actor, session_id: int, *, enrich_first: bool = True) -> int:
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
+            # A reservation matters only until the query's commit, which waits for the disk and so makes it
+            # durable too; a database crash before then loses both, and the budget with them.
+            tx.commit_lazily()
             now = self.clock()
-            row = self._queryable(tx, actor, session_id)
+            row, live = queries.locked_with_live_reservations(tx, session_id)
+            row = self._check_queryable(actor, session_id, row)
             if enrich_first and row["inputs_revision"] > row["enriched_revision"] and self._enrichment_configured:
                 raise _EnrichmentPending
-            live = self._release_interrupted(tx, actor, session_id, now)
+            live = self._release_interrupted(tx, actor, session_id, now, live)
             lease = iso_utc(now + self._lease())
             held = next((reservation["id"] for reservation in live if reservation["state"] == Reservation.HELD), None)
             if held is not None:  # the unit a failed source left held is the retry's
@@ -222,14 +226,21 @@ class SessionService:
                 return int(held)
             if row["used"] + len(live) >= row["budget"]:
                 raise refusals.exhausted(row, len(live))
-            return queries.insert_reservation(tx, session_id, actor=actor.audit_name, holder=current_holder(),
-                                              lease_until=lease, at=iso_utc(now))
+            reserved = queries.insert_reservation(tx, session_id, actor=actor.audit_name, holder=current_holder(),
+                                                  lease_until=lease, at=iso_utc(now))
+        return int(reserved.scalar())  # sent with the commit
 
     def _commit(self, actor: Actor, session_id: int, reservation: int, answer: Answer) -> dict[str, Any]:
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             at = iso_utc(self.clock())
-            row = self._row(tx, session_id, lock=True)
+            # The session's lock and the audit chain's head go with the record (one round trip), the audit
+            # event with the commit.
+            locked = queries.session_later(tx, session_id, lock=True)
+            audit.prepare(tx)
             seq, repeat_of, left = _record_answer(tx, actor, session_id, answer, at, consuming=reservation)
+            row = locked.one()
+            if row is None:
+                raise refusals.not_found(session_id)
             if left is None:
                 # Given back meanwhile: the session closed, or the query outlived its lease (a refusal rolls back
                 # the record too). In the second case the answer still counts if the budget has room for it.
@@ -240,7 +251,7 @@ class SessionService:
                     raise refusals.exhausted(row, live)
                 if not queries.settle(tx, reservation, to=Reservation.CONSUMED, at=at, only_from=Reservation.RELEASED):
                     queries.insert_reservation(tx, session_id, actor=actor.audit_name, holder=current_holder(),
-                                               lease_until=at, at=at, state=Reservation.CONSUMED)
+                                               lease_until=at, at=at, state=Reservation.CONSUMED).scalar()
                 left = queries.count_use(tx, session_id, at=at)
         return {"session": session_id, "evidence": seq, "repeat_of": repeat_of, "budget_left": left, **answer.view()}
 
@@ -559,7 +570,11 @@ class SessionService:
 
     def _queryable(self, tx: Tx, actor: Actor, session_id: int) -> Row:
         """The session locked for a query: the caller's own, and open."""
-        row = self._row(tx, session_id, lock=True)
+        return self._check_queryable(actor, session_id, queries.session(tx, session_id, lock=True))
+
+    def _check_queryable(self, actor: Actor, session_id: int, row: Row | None) -> Row:
+        if row is None:
+            raise refusals.not_found(session_id)
         if row["owner_id"] != actor.principal_id:
             if actor.can(Permission.SESSIONS_TAKEOVER):
                 raise NotAllowed(f"Session {session_id} belongs to {row['owner']}: take it over first "
@@ -581,13 +596,16 @@ class SessionService:
         now = self.clock()
         if any(_interrupted(reservation, now) for reservation in live):
             with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
-                if queries.session(tx, session_id, lock=True) is not None:
-                    self._release_interrupted(tx, actor, session_id, now)
+                row, live = queries.locked_with_live_reservations(tx, session_id)
+                if row is not None:
+                    self._release_interrupted(tx, actor, session_id, now, live)
 
-    def _release_interrupted(self, tx: Tx, actor: Actor, session_id: int, now: datetime) -> list[Row]:
-        """Release the running reservations whose holder is gone; the live reservations that remain."""
+    def _release_interrupted(self, tx: Tx, actor: Actor, session_id: int, now: datetime, live_before: list[Row]
+                             ) -> list[Row]:
+        """Release the running reservations (of ``live_before``, read with the session locked) whose holder
+        is gone; the live reservations that remain."""
         at, live, released = iso_utc(now), [], []
-        for reservation in queries.live_reservations(tx, session_id):
+        for reservation in live_before:
             if (reservation["state"] == Reservation.RESERVED and _interrupted(reservation, now)
                     and queries.settle(tx, reservation["id"], to=Reservation.RELEASED, at=at)):
                 released.append(reservation["id"])

@@ -21,6 +21,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -58,18 +59,59 @@ def _to_pyformat(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+class Later:
+    """The rows of a statement queued with :meth:`Tx.read_later`, there once it has run."""
+
+    def __init__(self, tx: Tx) -> None:
+        self._tx = tx
+        self._rows: list[Row] | None = None
+
+    def all(self) -> list[Row]:
+        if self._rows is None:
+            self._tx.flush()
+        if self._rows is None:
+            raise RuntimeError("the transaction ended before this statement ran")
+        return self._rows
+
+    def one(self) -> Row | None:
+        rows = self.all()
+        return rows[0] if rows else None
+
+    def scalar(self) -> Any:
+        row = self.one()
+        return None if row is None else next(iter(row.values()))
+
+
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    sql: str
+    params: Params = ()
+    later: Later | None = None
+    #: The transaction's own set-up (BEGIN, a setting, an advisory lock): nothing to send if nothing follows.
+    setup: bool = False
+
+
 class Tx:
-    """One open transaction. ``workspace_id`` is the workspace it is scoped to, if any."""
+    """One open transaction. ``workspace_id`` is the workspace it is scoped to, if any.
+
+    PostgreSQL: statements that need not run at once are queued and go with the next statement sent, in
+    one round trip (psycopg's pipeline mode), the server running them first, in order: the transaction's
+    BEGIN and workspace setting, an advisory lock (:meth:`serialize`), reads whose rows are wanted later
+    (:meth:`read_later`), writes nobody reads the count of (:meth:`execute_later`). What is still queued
+    when the transaction ends goes with its COMMIT. On PostgreSQL an error aborts the whole transaction
+    wherever it is met, so an error of a queued statement surfaces at the statement it went with (or at
+    the commit) and nothing of the transaction is kept. SQLite, with no round trips, runs each at once.
+    """
 
     def __init__(self, dialect: Dialect, cursor: Any, workspace_id: int | None, *, begin: tuple[str, ...] = ()
                  ) -> None:
         self.dialect: Dialect = dialect
         self.workspace_id = workspace_id
         self._cursor = cursor
-        #: PostgreSQL: statements whose answers nobody reads (the transaction's BEGIN, an advisory lock),
-        #: not sent yet: they go with the next statement, in one round trip (psycopg's pipeline mode),
-        #: and the server runs them first, in order.
-        self._pending = begin
+        self._queued: list[_Queued] = [_Queued(statement, setup=True) for statement in begin]
+        self._sent = False
+        #: Reads a feature queued for a later step of the same transaction (see audit.prepare), by name.
+        self.prepared: dict[str, Later] = {}
 
     def require_workspace(self) -> int:
         if self.workspace_id is None:
@@ -86,13 +128,42 @@ class Tx:
         """
         if self.dialect == "sqlite":
             return False
-        self._pending += (f"SELECT pg_advisory_xact_lock({int(topic)}, {int(self.require_workspace())})",)
+        self._queued.append(_Queued(f"SELECT pg_advisory_xact_lock({int(topic)}, {int(self.require_workspace())})",
+                                    setup=True))
         return True
+
+    def commit_lazily(self) -> None:
+        """This transaction's commit need not wait for the disk (PostgreSQL's ``synchronous_commit``).
+
+        A crash of the database server may lose it, and then everything committed after it too (the log is
+        written in order), so a later commit that waits makes it durable as well. For records that only
+        matter while a later transaction is on its way (a budget reservation). SQLite: no change.
+        """
+        if self.dialect == "postgresql":
+            self._queued.append(_Queued("SET LOCAL synchronous_commit = off", setup=True))
 
     def execute(self, sql: str, params: Params = ()) -> int:
         """Run one statement; returns the number of rows it changed."""
         self._run(sql, params)
         return int(self._cursor.rowcount)
+
+    def execute_later(self, sql: str, params: Params = ()) -> None:
+        """A write whose count nobody reads: on PostgreSQL it goes with the next statement or the commit."""
+        if self.dialect == "sqlite":
+            self._run(sql, params)
+        else:
+            self._queued.append(_Queued(*self._prepare(sql, params)))
+
+    def read_later(self, sql: str, params: Params = ()) -> Later:
+        """A statement whose rows are wanted, but not before the next statement: on PostgreSQL it is sent
+        with that one (or with the commit) and runs first; asking for its rows earlier sends it alone."""
+        later = Later(self)
+        if self.dialect == "sqlite":
+            self._run(sql, params)
+            later._rows = [dict(row) for row in self._cursor.fetchall()]
+        else:
+            self._queued.append(_Queued(*self._prepare(sql, params), later=later))
+        return later
 
     def one(self, sql: str, params: Params = ()) -> Row | None:
         self._run(sql, params)
@@ -107,40 +178,81 @@ class Tx:
         row = self.one(sql, params)
         return None if row is None else next(iter(row.values()))
 
-    def _run(self, sql: str, params: Params) -> None:
+    def flush(self) -> None:
+        """Send what is queued now, alone."""
+        if self._queued:
+            with _storage_errors():
+                self._send(())
+
+    def finish(self) -> None:
+        """PostgreSQL, on a clean end: send what is queued with the COMMIT, in one round trip. A transaction
+        that never sent anything and has nothing but its set-up queued has nothing to commit."""
+        if not self._sent and all(queued.setup for queued in self._queued):
+            self._queued.clear()
+        elif self._queued:
+            with _storage_errors():
+                self._send((_Queued("COMMIT"),))
+
+    def discard(self) -> None:
+        """Forget what is queued: the transaction is rolled back."""
+        self._queued.clear()
+
+    def _prepare(self, sql: str, params: Params) -> tuple[str, Params]:
         if any(isinstance(value, str) and "\x00" in value for value in params):
             # PostgreSQL's text holds no NUL; refused alike on both engines, also where it is only looked up.
             raise InvalidInput("A text with a NUL character can be neither stored nor looked up.")
-        if self.dialect == "postgresql":
-            sql = _to_pyformat(sql)
-        try:
-            if self._pending:
-                self._send_with_pending(sql, params)
+        return (_to_pyformat(sql) if self.dialect == "postgresql" else sql), params
+
+    def _run(self, sql: str, params: Params) -> None:
+        sql, params = self._prepare(sql, params)
+        with _storage_errors():
+            if self._queued:
+                self._send((_Queued(sql, params),))
             else:
                 self._cursor.execute(sql, params)
-        except sqlite3.IntegrityError as exc:
-            if exc.sqlite_errorname in ("SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY"):
-                raise UniqueViolation(exc.sqlite_errorname) from exc
-            raise
-        except psycopg.errors.UniqueViolation as exc:
-            raise UniqueViolation(exc.diag.constraint_name or "unique") from exc
-        except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorname in ("SQLITE_BUSY", "SQLITE_LOCKED"):
-                raise StorageUnavailable("The database is busy; try again in a moment.") from exc
-            raise
-        except psycopg.OperationalError as exc:
-            raise StorageUnavailable("The database connection failed; try again in a moment.") from exc
-        except psycopg.errors.DataError as exc:
-            raise InvalidInput("A value does not fit the column it is stored in.") from exc
+                self._sent = True
 
-    def _send_with_pending(self, sql: str, params: Params) -> None:
-        """Run the pending statements and then this one, sent together; the cursor then holds this
-        statement's result, as after any other."""
-        pending, self._pending = self._pending, ()
-        with self._cursor.connection.pipeline():
-            for statement in pending:
-                self._cursor.execute(statement)
-            self._cursor.execute(sql, params)
+    def _send(self, then: tuple[_Queued, ...]) -> None:
+        """Send the queued statements and then ``then``, together; the cursor then holds the last one's
+        result, as after any other statement, and each queued read its rows."""
+        queued, self._queued = [*self._queued, *then], []
+        connection = self._cursor.connection
+        reads: list[tuple[Later, Any]] = []
+        try:
+            with connection.pipeline():
+                for statement in queued:
+                    cursor = self._cursor
+                    if statement.later is not None:
+                        cursor = connection.cursor()
+                        reads.append((statement.later, cursor))
+                    cursor.execute(statement.sql, statement.params)
+            self._sent = True
+            for later, cursor in reads:
+                later._rows = [dict(row) for row in cursor.fetchall()]
+        finally:
+            for _, cursor in reads:
+                cursor.close()
+
+
+@contextmanager
+def _storage_errors() -> Iterator[None]:
+    """The engines' errors as the features see them."""
+    try:
+        yield
+    except sqlite3.IntegrityError as exc:
+        if exc.sqlite_errorname in ("SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY"):
+            raise UniqueViolation(exc.sqlite_errorname) from exc
+        raise
+    except psycopg.errors.UniqueViolation as exc:
+        raise UniqueViolation(exc.diag.constraint_name or "unique") from exc
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorname in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+            raise StorageUnavailable("The database is busy; try again in a moment.") from exc
+        raise
+    except psycopg.OperationalError as exc:
+        raise StorageUnavailable("The database connection failed; try again in a moment.") from exc
+    except psycopg.errors.DataError as exc:
+        raise InvalidInput("A value does not fit the column it is stored in.") from exc
 
 
 class Database(ABC):
@@ -301,16 +413,22 @@ class PostgresDatabase(Database):
             except (PoolTimeout, psycopg.OperationalError) as exc:
                 raise StorageUnavailable("PostgreSQL cannot be reached; try again in a moment.") from exc
             del write  # no global write lock: check-then-write sequences lock the rows they check
-            yield Tx("postgresql", stack.enter_context(connection.cursor()), workspace_id,
-                     begin=_begin(workspace_id, snapshot=snapshot))
+            tx = Tx("postgresql", stack.enter_context(connection.cursor()), workspace_id,
+                    begin=_begin(workspace_id, snapshot=snapshot))
+            try:
+                yield tx
+            except BaseException:
+                tx.discard()  # rolled back by the pool
+                raise
+            tx.finish()  # what is still queued goes with the COMMIT; the pool's commit then has nothing to do
 
     def close(self) -> None:
         self._pool.close()
 
 
 def _begin(workspace_id: int | None, *, snapshot: bool = False) -> tuple[str, ...]:
-    """The statements that begin a transaction scoped to a workspace (sent with the transaction's first
-    statement: :meth:`Tx._send_with_pending`). The id is an int, written into the statement."""
+    """The statements that begin a transaction scoped to a workspace (queued: sent with the transaction's
+    first statement). The id is an int, written into the statement."""
     begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if snapshot else "BEGIN"
     if workspace_id is None:
         return (begin,)
