@@ -5,10 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from armarius.errors import InvalidInput
 from armarius.mcp.server import ALL_TOOLS
-from armarius.research.service import validate_query
+from armarius.research.service import _KINDS as QUERY_KINDS
+from armarius.research.service import query_schema, validate_query
+from armarius.validation import Schema, _shape, check, inline_refs
+from tests.security.fuzz_values import Mutator, SchemaFuzz
 
 
 def _refusal(tool: str, arguments: dict[str, Any]) -> InvalidInput:
@@ -45,3 +50,44 @@ def test_a_filter_takes_exactly_one_of_op_and_operator(spelling: dict[str, str])
     with pytest.raises(InvalidInput) as refused:
         validate_query({"kind": "database.count", "table": "t", "filters": [{"column": "a", "value": 1, **spelling}]})
     assert "exactly one of: op, operator" in refused.value.message
+
+
+# The compiled check -------------------------------------------------------------------------------
+
+def _query_schemas() -> list[tuple[str, dict[str, Any]]]:
+    definitions = query_schema()["$defs"]
+    return [(f"project query {kind}", inline_refs(definitions[name], definitions))
+            for kind, name in QUERY_KINDS.items()]
+
+
+SCHEMAS = [(tool.name, tool.input_schema) for tool in ALL_TOOLS] + _query_schemas()
+
+
+def _outcome(schema: Schema, value: dict[str, Any]) -> Any:
+    try:
+        return "accepted", check(schema, value, what="the request")
+    except InvalidInput as refusal:
+        return "refused", refusal.message, refusal.details
+
+
+@pytest.mark.parametrize(("name", "schema"), SCHEMAS, ids=[name for name, _ in SCHEMAS])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_the_compiled_check_answers_as_the_json_schema_validator(name: str, schema: dict[str, Any],
+                                                                  data: st.DataObject) -> None:
+    """Valid, hostile-but-valid, schema-shaped and mutated requests: accepted or refused alike, with the
+    same refusal; and a plain valid request is accepted by the compiled validator itself (the fast path)."""
+    fuzz = SchemaFuzz({}, ("x",))
+    value = data.draw(fuzz.valid(schema) | fuzz.valid(schema, taint=True) | fuzz.shaped(schema))
+    mutant = Mutator(("x",)).mutate(dict(value), data.draw(st.randoms(use_true_random=False)))
+    both, strict = Schema(schema), Schema(schema, compiled=False)
+    for request in (value, mutant):
+        seen = _outcome(both, request)
+        assert seen == _outcome(strict, request), (name, request)
+        if seen[0] == "accepted" and _shape(request) == (None, True):
+            assert both.surely_valid(request), (name, request)
+
+
+def test_every_request_schema_has_the_compiled_check() -> None:
+    """The schemas use only keywords both validators read alike: each gets the fast path."""
+    assert [name for name, schema in SCHEMAS if not Schema(schema).compiled] == []

@@ -10,7 +10,7 @@ from typing import Any
 from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
-from armarius.validation import StrictValidator, check
+from armarius.validation import Schema, check
 
 Handler = Callable[[Armarius, Actor, dict[str, Any]], Any]
 
@@ -44,10 +44,10 @@ class ToolSpec:
         return self.available is None or self.available(app)
 
     @cached_property
-    def _validator(self) -> Any:
-        """The schema's validator, built once per tool."""
-        return StrictValidator(self.input_schema)
+    def _schema(self) -> Schema:
+        """The input schema's validators, built once per tool."""
+        return Schema(self.input_schema)
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Check the arguments against the schema; the message never echoes a value."""
-        return check(self._validator, arguments, what=self.name)
+        return check(self._schema, arguments, what=self.name)

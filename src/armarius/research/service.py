@@ -14,7 +14,7 @@ from armarius.research.captures import SCHEMA, Capture, build_capture
 from armarius.research.config import GitSource, ResearchConfig, shown
 from armarius.research.database import DatabaseResearch
 from armarius.research.enrichment_config import check_against_schema
-from armarius.validation import StrictValidator, check, inline_refs
+from armarius.validation import Schema, check, inline_refs
 
 _KINDS = {"source.files": "files", "source.search": "search", "source.symbol": "symbol",
           "source.registration": "registration", "source.schema": "schema", "source.read": "read",
@@ -31,16 +31,16 @@ def query_schema() -> dict[str, Any]:
 
 
 @cache
-def _validator(kind: str) -> Any:
+def _schema(kind: str) -> Schema:
     definitions = query_schema()["$defs"]
-    return StrictValidator(inline_refs(definitions[_KINDS[kind]], definitions))
+    return Schema(inline_refs(definitions[_KINDS[kind]], definitions))
 
 
 def validate_query(arguments: Any) -> dict[str, Any]:
     """Check a query against project-query-v1; the message names the field, never echoes a value."""
     if not isinstance(arguments, dict) or not isinstance(arguments.get("kind"), str) or arguments["kind"] not in _KINDS:
         raise InvalidInput(f"A project query is an object whose kind is one of {', '.join(_KINDS)}.", field="kind")
-    return check(_validator(arguments["kind"]), arguments, what="the project query")
+    return check(_schema(arguments["kind"]), arguments, what="the project query")
 
 
 @dataclass(frozen=True)
