@@ -260,6 +260,7 @@ def test_written_settings_file_lists_every_setting_at_its_default(tmp_path: Path
 
 @pytest.mark.parametrize(("name", "value", "field", "expected"), [
     ("ARMARIUS_KEEP_ALIVE_SECONDS", "120", "keep_alive_seconds", 120),
+    ("ARMARIUS_REQUEST_THREADS", "4", "request_threads", 4),
     ("ARMARIUS_SQLITE_SYNCHRONOUS", "FULL", "sqlite_synchronous", "full"),
 ])
 def test_durability_and_connection_settings(tmp_path: Path, name: str, value: str, field: str,
@@ -269,6 +270,7 @@ def test_durability_and_connection_settings(tmp_path: Path, name: str, value: st
 
 @pytest.mark.parametrize(("name", "value"), [
     ("ARMARIUS_KEEP_ALIVE_SECONDS", "0"), ("ARMARIUS_KEEP_ALIVE_SECONDS", "3601"),
+    ("ARMARIUS_REQUEST_THREADS", "0"), ("ARMARIUS_REQUEST_THREADS", "1025"),
     ("ARMARIUS_SQLITE_SYNCHRONOUS", "off"), ("ARMARIUS_SQLITE_SYNCHRONOUS", "extra"),
 ])
 def test_durability_and_connection_settings_refuse_bad_values(tmp_path: Path, name: str, value: str) -> None:

@@ -46,6 +46,9 @@ class Settings:
     research_invalid_request_limit: int = 5
     #: How long an idle HTTP connection is kept open for the client's next request.
     keep_alive_seconds: int = 65
+    #: How many HTTP requests' tools (and other blocking work) run at once in one server process; the
+    #: others wait their turn. Python runs one thread at a time, so more of them only take turns longer.
+    request_threads: int = 8
     #: A web login session ends after this many minutes without a request ...
     web_session_idle_minutes: int = 60
     #: ... and this many hours after the login, whatever its use.
@@ -140,6 +143,8 @@ _KEYS = (
     _Key("server", "port", "port", "ARMARIUS_PORT", _integer(1, 65535), "a port number from 1 to 65535"),
     _Key("server", "keep_alive_seconds", "keep_alive_seconds", "ARMARIUS_KEEP_ALIVE_SECONDS", _integer(1, 3600),
          "a number of seconds from 1 to 3600"),
+    _Key("server", "request_threads", "request_threads", "ARMARIUS_REQUEST_THREADS", _integer(1, 1024),
+         "a number of threads from 1 to 1024"),
     _Key("storage", "sqlite_synchronous", "sqlite_synchronous", "ARMARIUS_SQLITE_SYNCHRONOUS", _synchronous,
          '"normal" or "full"'),
     _Key("memory", "body_max_bytes", "memory_body_max_bytes", "ARMARIUS_MEMORY_BODY_MAX_BYTES",

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
+import anyio
 import httpx
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from armarius.app import Armarius
+from armarius.app import Armarius, open_app
 from armarius.auth.permissions import Role
+from armarius.config import Settings
 from armarius.errors import ERROR_CODES
+from armarius.web.app import create_web_app
 from tests.helpers import OPERATOR, make_team, tool_payload
 
 pytestmark = pytest.mark.anyio
@@ -93,6 +97,30 @@ async def test_api_and_health(app: Armarius, base_url: str) -> None:
     assert set(codes) == set(ERROR_CODES)
     assert str(home.url).endswith("/login"), "the pages need a login"
     assert "Armarius" in home.text
+
+
+async def test_requests_share_the_configured_threads_and_the_health_check_never_waits_for_them(
+        settings: Settings) -> None:
+    application = open_app(replace(settings, request_threads=3))
+    web = create_web_app(application)
+    try:
+        async with web.router.lifespan_context(web):
+            limiter = anyio.to_thread.current_default_thread_limiter()
+            assert limiter.total_tokens == 3
+            holders = [object() for _ in range(3)]
+            for holder in holders:  # every request thread busy
+                await limiter.acquire_on_behalf_of(holder)
+            try:
+                with anyio.fail_after(10):
+                    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=web),
+                                                 base_url="http://127.0.0.1") as http:
+                        health = await http.get("/healthz")
+            finally:
+                for holder in holders:
+                    limiter.release_on_behalf_of(holder)
+    finally:
+        application.close()
+    assert health.json() == {"status": "ok"}
 
 
 async def test_the_api_root_lists_its_routes_and_the_openapi_document(app: Armarius, base_url: str) -> None:

@@ -152,8 +152,10 @@ def create_web_app(app: Armarius, *, stateless: bool = False) -> Starlette:
                            lifetime=timedelta(hours=app.settings.web_session_max_hours))
     web = Web(app, sessions)
 
+    health_thread = anyio.CapacityLimiter(1)  # the health check never waits behind the requests' tools
+
     async def healthz(_request: Request) -> JSONResponse:
-        await anyio.to_thread.run_sync(app.health)
+        await anyio.to_thread.run_sync(app.health, limiter=health_thread)
         return JSONResponse({"status": "ok"})
 
     async def armarius_error(request: Request, exc: Exception) -> Response:
@@ -174,6 +176,9 @@ def create_web_app(app: Armarius, *, stateless: bool = False) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        # Requests beyond server.request_threads wait in line instead of all taking turns on one interpreter:
+        # 32 busy clients had a p99 of 570 ms with anyio's default of 40 threads, 290-390 ms with 4-8.
+        anyio.to_thread.current_default_thread_limiter().total_tokens = app.settings.request_threads
         async with manager.run():
             yield
 
