@@ -4,7 +4,7 @@ Stricter than plain JSON Schema where it matters here: 1.0 is not an integer (nu
 as indexes and limits), text (and a field's name) must be valid Unicode (a lone surrogate cannot be
 stored), and a request nests at most MAX_NESTING levels.
 
-A :class:`Schema` checks twice over: a validator compiled to Python code (fastjsonschema, about a tenth
+A :class:`Schema` checks twice over: a validator compiled to Python code (fastjsonschema, a fifth to a quarter
 of the time) answers for the requests it reads exactly as the JSON Schema validator does, and only a
 request it refuses, or one it might read otherwise, goes to the JSON Schema validator, whose verdict
 and first error make the refusal. Where the two could differ it does not answer (see

@@ -46,8 +46,7 @@ def session(tx: Tx, session_id: int, *, lock: bool = False) -> Row | None:
 def locked_with_live_reservations(tx: Tx, session_id: int) -> tuple[Row | None, list[Row]]:
     """The session row locked against other writers, and its live reservations as they are once it is
     locked: sent together (one round trip on PostgreSQL)."""
-    locked = tx.read_later(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE workspace_id = ? AND id = ?{_lock(tx)}",
-                           (tx.require_workspace(), session_id))
+    locked = session_later(tx, session_id, lock=True)
     live = live_reservations(tx, session_id)
     return locked.one(), live
 
