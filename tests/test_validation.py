@@ -71,7 +71,7 @@ def _outcome(schema: Schema, value: dict[str, Any]) -> Any:
 
 
 @pytest.mark.parametrize(("name", "schema"), SCHEMAS, ids=[name for name, _ in SCHEMAS])
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_the_compiled_check_answers_as_the_json_schema_validator(name: str, schema: dict[str, Any],
                                                                   data: st.DataObject) -> None:
