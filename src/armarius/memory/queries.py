@@ -1,7 +1,9 @@
 """Memory's SQL. Where SQLite (FTS5, bm25) and PostgreSQL (tsvector, GIN) differ, both stand here.
 
 Every statement filters by the transaction's workspace: on SQLite that is the only scoping, on
-PostgreSQL row-level security checks it a second time.
+PostgreSQL row-level security checks it a second time. Writes whose counts nobody reads (a revision, the
+tags and links, the word map, an update of the entry) are queued with ``Tx.execute_later``: on PostgreSQL
+they go with the next statement or the commit.
 """
 
 from __future__ import annotations
@@ -67,26 +69,26 @@ def insert_entry(tx: Tx, *, slug: str, slug_key: str, title: str, body: str, tag
     entry_id = int(row["id"])
     words = word_map(body)
     if words is not None:
-        tx.execute("INSERT INTO entry_word_maps (entry_id, workspace_id, word_map) VALUES (?, ?, ?)",
-                   (entry_id, tx.require_workspace(), words))
+        tx.execute_later("INSERT INTO entry_word_maps (entry_id, workspace_id, word_map) VALUES (?, ?, ?)",
+                         (entry_id, tx.require_workspace(), words))
     return entry_id
 
 
 def update_entry(tx: Tx, entry_id: int, *, title: str, body: str, tags: str, revision: int, by: str, at: str,
                  needs_review: bool) -> None:
-    tx.execute(
+    tx.execute_later(
         "UPDATE entries SET title = ?, body = ?, search_body = ?, tags = ?, revision = ?, updated_at = ?, "
         "updated_by = ?, needs_review = ? WHERE workspace_id = ? AND id = ?",
         (title, body, search_body(body), tags, revision, at, by, needs_review, tx.require_workspace(), entry_id),
     )
     words = word_map(body)
     if words is None:
-        tx.execute("DELETE FROM entry_word_maps WHERE workspace_id = ? AND entry_id = ?",
-                   (tx.require_workspace(), entry_id))
+        tx.execute_later("DELETE FROM entry_word_maps WHERE workspace_id = ? AND entry_id = ?",
+                         (tx.require_workspace(), entry_id))
     else:
-        tx.execute("INSERT INTO entry_word_maps (entry_id, workspace_id, word_map) VALUES (?, ?, ?) "
-                   "ON CONFLICT (entry_id) DO UPDATE SET word_map = excluded.word_map",
-                   (entry_id, tx.require_workspace(), words))
+        tx.execute_later("INSERT INTO entry_word_maps (entry_id, workspace_id, word_map) VALUES (?, ?, ?) "
+                         "ON CONFLICT (entry_id) DO UPDATE SET word_map = excluded.word_map",
+                         (entry_id, tx.require_workspace(), words))
 
 
 def search_body(body: str) -> str | None:
@@ -123,7 +125,7 @@ def search_body(body: str) -> str | None:
 
 def insert_revision(tx: Tx, entry_id: int, revision: int, *, title: str, body: str, tags: str, reason: str | None,
                     operation_id: str, author: str, at: str, overrode_curated: bool) -> None:
-    tx.execute(
+    tx.execute_later(
         "INSERT INTO entry_revisions (workspace_id, entry_id, revision, title, body, tags, reason, operation_id, "
         "author, created_at, overrode_curated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (tx.require_workspace(), entry_id, revision, title, body, tags, reason, operation_id, author, at,
@@ -135,18 +137,19 @@ def replace_tags_and_links(tx: Tx, entry_id: int, tags: Sequence[str], links: Se
                            new_entry: bool = False) -> None:
     workspace = tx.require_workspace()
     if not new_entry:
-        tx.execute("DELETE FROM entry_tags WHERE workspace_id = ? AND entry_id = ?", (workspace, entry_id))
-        tx.execute("DELETE FROM entry_links WHERE workspace_id = ? AND source_id = ?", (workspace, entry_id))
+        tx.execute_later("DELETE FROM entry_tags WHERE workspace_id = ? AND entry_id = ?", (workspace, entry_id))
+        tx.execute_later("DELETE FROM entry_links WHERE workspace_id = ? AND source_id = ?", (workspace, entry_id))
     for tag in tags:
-        tx.execute("INSERT INTO entry_tags (workspace_id, entry_id, tag) VALUES (?, ?, ?)", (workspace, entry_id, tag))
+        tx.execute_later("INSERT INTO entry_tags (workspace_id, entry_id, tag) VALUES (?, ?, ?)",
+                         (workspace, entry_id, tag))
     for target in links:
-        tx.execute("INSERT INTO entry_links (workspace_id, source_id, target_slug) VALUES (?, ?, ?)",
-                   (workspace, entry_id, target))
+        tx.execute_later("INSERT INTO entry_links (workspace_id, source_id, target_slug) VALUES (?, ?, ?)",
+                         (workspace, entry_id, target))
 
 
 def set_curation(tx: Tx, entry_id: int, *, curated_revision: int | None, by: str | None, at: str | None,
                  review_base_revision: int | None, needs_review: bool) -> None:
-    tx.execute(
+    tx.execute_later(
         "UPDATE entries SET curated_revision = ?, curated_by = ?, curated_at = ?, review_base_revision = ?, "
         "needs_review = ? WHERE workspace_id = ? AND id = ?",
         (curated_revision, by, at, review_base_revision, needs_review, tx.require_workspace(), entry_id),
