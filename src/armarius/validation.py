@@ -97,8 +97,11 @@ class Schema:
         self.strict = StrictValidator(self.schema)
         self._fast = (fastjsonschema.compile(self.schema, use_default=False, use_formats=False)
                       if compiled and _compilable(self.schema) else None)
-        #: Whether the compiled validator answers for plain requests (see :data:`_SAME_MEANING`).
-        self.compiled = self._fast is not None
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the compiled validator answers for plain requests (see :data:`_SAME_MEANING`)."""
+        return self._fast is not None
 
     def surely_valid(self, value: Mapping[str, Any]) -> bool:
         """True when the compiled validator accepts ``value`` (which :func:`_shape` found plain)."""

@@ -2,8 +2,8 @@
 
 Every statement filters by the transaction's workspace: on SQLite that is the only scoping, on
 PostgreSQL row-level security checks it a second time. Writes whose counts nobody reads (a revision, the
-tags and links, the word map, an update of the entry) are queued with ``Tx.execute_later``: on PostgreSQL
-they go with the next statement or the commit.
+tags and links, the word map, an update of the entry or its curation) are queued with
+``Tx.execute_later``: on PostgreSQL they go with the next statement or the commit.
 """
 
 from __future__ import annotations

@@ -81,6 +81,10 @@ class Later:
         row = self.one()
         return None if row is None else next(iter(row.values()))
 
+    def fill(self, rows: list[Row]) -> None:
+        """The statement has run: these are its rows."""
+        self._rows = rows
+
 
 @dataclass(frozen=True, slots=True)
 class _Queued:
@@ -160,7 +164,7 @@ class Tx:
         later = Later(self)
         if self.dialect == "sqlite":
             self._run(sql, params)
-            later._rows = [dict(row) for row in self._cursor.fetchall()]
+            later.fill([dict(row) for row in self._cursor.fetchall()])
         else:
             self._queued.append(_Queued(*self._prepare(sql, params), later=later))
         return later
@@ -228,7 +232,7 @@ class Tx:
                     cursor.execute(statement.sql, statement.params)
             self._sent = True
             for later, cursor in reads:
-                later._rows = [dict(row) for row in cursor.fetchall()]
+                later.fill([dict(row) for row in cursor.fetchall()])
         finally:
             for _, cursor in reads:
                 cursor.close()
