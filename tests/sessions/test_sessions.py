@@ -6,6 +6,7 @@ import json
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -24,6 +25,8 @@ from armarius.errors import (
 )
 from armarius.research.captures import verify_capture
 from armarius.sessions import queries
+from armarius.sessions.holders import current_holder
+from armarius.store import iso_utc
 from tests.helpers import OPERATOR, OwnerSQL, make_team
 from tests.sessions.conftest import Lab
 
@@ -434,3 +437,54 @@ def test_an_answer_to_a_session_closed_while_it_ran_is_refused(lab: Lab, monkeyp
     assert (shown["status"], shown["budget"]["used"], shown["evidence"]["records"]) == ("closed", 0, 0)
     with OwnerSQL(lab.app.settings) as sql:
         assert sql.rows("SELECT state FROM session_reservations") == [("released",)]
+
+
+def test_a_unit_is_reserved_in_one_statement_only_where_nothing_needs_a_look(lab: Lab) -> None:
+    """``reserve_if_clear`` (the query's first step) reserves where the session is the caller's, open, enriched
+    and has room, and every live reservation is a running one of this process within its lease; anything else
+    it leaves, writing nothing, to the path that looks (refusals, a held unit, interrupted ones to release)."""
+    sessions, agent, app = lab.app.sessions, lab.team.agent, lab.app
+    session = sessions.open(agent, "q", budget=3)["session"]
+    holder, now = current_holder(), lab.clock()
+    at, lease = iso_utc(now), iso_utc(now + timedelta(minutes=5))
+
+    def reserve(*, owner: int = agent.principal_id, enriched_first: bool = True) -> Any:
+        before = snapshot(lab)
+        with app.database.transaction(workspace_id=agent.workspace_id, write=True) as tx:
+            reserved = queries.reserve_if_clear(tx, session, owner_id=owner, actor=agent.audit_name, holder=holder,
+                                                lease_until=lease, at=at, enriched_first=enriched_first)
+        if reserved.scalar() is None:
+            assert snapshot(lab) == before
+        return reserved.scalar()
+
+    def live(state: str, holder: str, lease_until: str) -> None:
+        with OwnerSQL(app.settings) as sql:
+            sql.execute("INSERT INTO session_reservations (workspace_id, session_id, state, actor, holder, "
+                        "lease_until, created_at) VALUES (?, ?, ?, 'agent:alpha-agent', ?, ?, ?)",
+                        (agent.workspace_id, session, state, holder, lease_until, at))
+
+    def change(sql_text: str, *params: Any) -> None:
+        with OwnerSQL(app.settings) as sql:
+            sql.execute(sql_text, params)
+
+    assert reserve(owner=lab.team.human.principal_id) is None  # another's session
+    change("UPDATE sessions SET inputs_revision = 1")
+    assert reserve() is None  # inputs to enrich first
+    first = reserve(enriched_first=False)
+    assert first is not None
+    change("UPDATE sessions SET inputs_revision = 0")
+    live("reserved", holder, iso_utc(now + timedelta(seconds=1)))  # another query of this process, running
+    assert reserve() is not None  # three running: the budget is full
+    assert reserve() is None
+    change("UPDATE session_reservations SET state = 'released' WHERE session_id = ?", session)
+    # Held for a retry; another process's; this process's, its lease ended.
+    for state, whose, until in (("held", holder, lease), ("reserved", "otherhost:1:x", lease),
+                                ("reserved", holder, at)):
+        live(state, whose, until)
+        assert reserve() is None
+        change("UPDATE session_reservations SET state = 'released' WHERE session_id = ?", session)
+    for status, reason in (("blocked", "invalid_requests"), ("closed", None)):
+        change("UPDATE sessions SET status = ?, reason = ?", status, reason)
+        assert reserve() is None
+    change("UPDATE sessions SET status = 'open', reason = NULL")
+    assert reserve() is not None

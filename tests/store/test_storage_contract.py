@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -317,6 +318,86 @@ def test_a_lazy_commit_still_commits_and_the_setting_ends_with_its_transaction(a
     if settings.database_url is not None:
         with app.database.transaction() as tx:
             assert tx.scalar("SHOW synchronous_commit") == "on"
+
+
+# Local work done meanwhile: on PostgreSQL while the next statements sent travel and run, before their
+# answers are read; before the COMMIT when nothing else is sent; at once on SQLite.
+
+
+def test_work_done_meanwhile_runs_while_the_statements_it_went_with_run(app: Armarius, settings: Settings) -> None:
+    seen: list[str] = []
+    with OwnerSQL(settings) as owner, app.database.transaction(write=True) as tx:
+        if settings.database_url is None:
+            tx.meanwhile(lambda: seen.append("at once"))
+            assert seen == ["at once"]
+            return
+        owner.rows("SELECT pg_advisory_lock(4242)")  # the statement below waits for this lock
+        tx.execute_later("SET LOCAL lock_timeout = '10s'")  # work run only after the statement would fail, not hang
+
+        def release_once_waited_for() -> None:
+            try:
+                for _ in range(1000):  # the statement is on its way; the server is running it
+                    if owner.rows("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 "
+                                  "AND NOT granted")[0][0] == 1:
+                        seen.append("the statement waits for the lock")
+                        return
+                    time.sleep(0.005)
+            finally:
+                owner.rows("SELECT pg_advisory_unlock(4242)")
+
+        tx.meanwhile(release_once_waited_for)
+        assert seen == []
+        tx.scalar("SELECT pg_advisory_xact_lock(4242)")
+        assert seen == ["the statement waits for the lock"]
+
+
+def test_work_done_meanwhile_runs_before_the_commit_when_nothing_else_is_sent(app: Armarius,
+                                                                                settings: Settings) -> None:
+    seen: list[list[str]] = []
+    with app.database.transaction(write=True) as tx:
+        tx.execute_later("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("queued", utc_now()))
+        tx.meanwhile(lambda: seen.append(names(settings)))
+    assert seen == [[]]  # not committed yet when it ran
+    assert names(settings) == ["queued"]
+
+
+def test_an_error_of_work_done_meanwhile_undoes_the_whole_transaction(app: Armarius, settings: Settings) -> None:
+    def fail() -> None:
+        raise OSError("disk full")
+
+    def write_then_fail() -> None:
+        with app.database.transaction(write=True) as tx:
+            tx.meanwhile(fail)
+            tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("dropped", utc_now()))
+
+    with pytest.raises(OSError, match="disk full"):
+        write_then_fail()
+    assert names(settings) == []
+    app.directory.create_workspace("taken", by="operator:test")  # the connection is usable afterwards
+
+    def both_fail() -> None:
+        with app.database.transaction(write=True) as tx:
+            tx.meanwhile(fail)
+            tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("taken", utc_now()))
+
+    # The statement's error comes first (on SQLite the work ran at once, before the statement).
+    with pytest.raises(OSError if settings.database_url is None else UniqueViolation):
+        both_fail()
+    assert names(settings) == ["taken"]
+
+
+def test_work_done_meanwhile_is_dropped_with_a_transaction_rolled_back_before_it_ran(app: Armarius,
+                                                                                      settings: Settings) -> None:
+    seen: list[str] = []
+
+    def queue_then_fail() -> None:
+        with app.database.transaction(write=True) as tx:
+            tx.meanwhile(lambda: seen.append("ran"))
+            raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError, match="stop"):
+        queue_then_fail()
+    assert seen == (["ran"] if settings.database_url is None else [])  # SQLite ran it at once
 
 
 # Constraint errors ------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from armarius import files
 from armarius.canonical import canonical_json
 
 FORMAT_VERSION = 1
@@ -46,22 +47,30 @@ def write_capture(folder: Path, capture: Capture) -> Path:
     record). A file a power loss left torn no longer holds its bytes; it is replaced the next time
     the same capture is written.
     """
-    folder.mkdir(parents=True, exist_ok=True)
     target = folder / capture.file_name
-    if _intact(target, capture):
-        return target
-    temporary = folder / f".{capture.id}.{secrets.token_hex(4)}.tmp"
-    with open(temporary, "xb") as handle:
-        handle.write(capture.content)
     try:
-        os.link(temporary, target)  # fails if another writer got there first: theirs is the same bytes
-    except FileExistsError:
+        try:
+            _create(folder, target, capture.content)
+        except FileNotFoundError:  # the folder's first capture
+            folder.mkdir(parents=True, exist_ok=True)
+            _create(folder, target, capture.content)
+    except FileExistsError:  # written before, or by another writer just now: the same bytes, unless torn
         if not _intact(target, capture):
-            os.replace(temporary, target)
+            files.write_atomically(target, capture.content)
+    return target
+
+
+def _create(folder: Path, target: Path, content: bytes) -> None:
+    """A complete new file at ``target`` (FileExistsError if there is one): written under a temporary name,
+    then linked, which fails where a file is."""
+    temporary = folder / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        with open(temporary, "xb") as handle:
+            handle.write(content)
+        os.link(temporary, target)
     finally:
         with contextlib.suppress(FileNotFoundError):
-            temporary.unlink()
-    return target
+            os.unlink(temporary)
 
 
 def _intact(path: Path, capture: Capture) -> bool:

@@ -171,6 +171,34 @@ def insert_reservation(tx: Tx, session_id: int, *, actor: str, holder: str, leas
     )
 
 
+#: The session's reservations still counted against its budget (running or held), as ``r`` beside ``s``.
+_LIVE_OF_S = ("FROM session_reservations r WHERE r.workspace_id = s.workspace_id AND r.session_id = s.id "
+              "AND r.state IN ('reserved', 'held')")
+
+
+def reserve_if_clear(tx: Tx, session_id: int, *, owner_id: int, actor: str, holder: str, lease_until: str, at: str,
+                     enriched_first: bool) -> Later:
+    """A new running reservation, taken only where nothing needs a closer look: the session is ``owner_id``'s
+    and open, its inputs are enriched (when ``enriched_first``), its budget has room, and every live
+    reservation is a running one of this ``holder`` within its lease. Its id (``.scalar()``) once sent, with
+    the next statement or the commit; None, nothing written, when anything else holds."""
+    workspace = tx.require_workspace()
+    if tx.dialect == "postgresql":
+        # The lock first, as a statement of its own: the insert's snapshot is then taken once it is held, and
+        # sees every reservation committed before (a snapshot taken while waiting for it would not).
+        tx.execute_later("SELECT 1 FROM sessions WHERE workspace_id = ? AND id = ? FOR UPDATE", (workspace, session_id))
+    return tx.read_later(
+        "INSERT INTO session_reservations (workspace_id, session_id, state, actor, holder, lease_until, created_at) "
+        "SELECT s.workspace_id, s.id, 'reserved', ?, ?, ?, ? FROM sessions s "
+        "WHERE s.workspace_id = ? AND s.id = ? AND s.owner_id = ? AND s.status = 'open' "
+        "AND (? = 0 OR s.inputs_revision <= s.enriched_revision) "
+        f"AND s.used + (SELECT count(*) {_LIVE_OF_S}) < s.budget "
+        f"AND NOT EXISTS (SELECT 1 {_LIVE_OF_S} AND (r.state = 'held' OR r.holder <> ? OR r.lease_until <= ?)) "
+        "RETURNING id",
+        (actor, holder, lease_until, at, workspace, session_id, owner_id, int(enriched_first), holder, at),
+    )
+
+
 def live_reservations(tx: Tx, session_id: int) -> list[Row]:
     """The session's reservations still counted against its budget (running or held), oldest first."""
     return tx.all("SELECT id, state, actor, holder, lease_until, created_at FROM session_reservations "

@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -199,7 +200,6 @@ class SessionService:
             except _INVALID as refusal:
                 self._count_invalid(actor, session_id, refusal, reservation=reservation)
                 raise
-            write_capture(self.session_folder(actor.workspace, session_id), answer.capture)
             return self._commit(actor, session_id, reservation, answer)
         except BaseException:
             # Whatever failed (the run, the file, the commit itself), a reservation still running is given
@@ -209,10 +209,26 @@ class SessionService:
             raise
 
     def _reserve(self, actor: Actor, session_id: int, *, enrich_first: bool = True) -> int:
+        """Reserve one unit of the session's budget for a query: in one statement where nothing needs a look
+        (one round trip on PostgreSQL), otherwise after a look at the session and its live reservations."""
+        now = self.clock()
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             # A reservation matters only until the query's commit, which waits for the disk and so makes it
             # durable too; a database crash before then loses both, and the budget with them.
             tx.commit_lazily()
+            reserved = queries.reserve_if_clear(
+                tx, session_id, owner_id=actor.principal_id, actor=actor.audit_name, holder=current_holder(),
+                lease_until=iso_utc(now + self._lease()), at=iso_utc(now),
+                enriched_first=enrich_first and self._enrichment_configured)
+        if (reservation := reserved.scalar()) is not None:
+            return int(reservation)
+        return self._reserve_after_a_look(actor, session_id, enrich_first=enrich_first)
+
+    def _reserve_after_a_look(self, actor: Actor, session_id: int, *, enrich_first: bool) -> int:
+        """The reservation :meth:`_reserve` could not take at once: a refusal (not found, another's, closed,
+        blocked, exhausted), inputs to enrich first, a held unit to renew, or interrupted ones to release."""
+        with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
+            tx.commit_lazily()  # as in _reserve
             now = self.clock()
             row, live = queries.locked_with_live_reservations(tx, session_id)
             row = self._check_queryable(actor, session_id, row)
@@ -237,7 +253,7 @@ class SessionService:
             # event with the commit.
             locked = queries.session_later(tx, session_id, lock=True)
             audit.prepare(tx)
-            seq, repeat_of, left = _record_answer(tx, actor, session_id, answer, at, consuming=reservation)
+            seq, repeat_of, left = self._record_answer(tx, actor, session_id, answer, at, consuming=reservation)
             row = locked.one()
             if row is None:
                 raise refusals.not_found(session_id)
@@ -506,7 +522,6 @@ class SessionService:
             except ResearchUnavailable as failure:
                 raise self._block_unavailable(actor, session_id, None, request, failure,
                                               resume={"enrichment": revision}) from None
-            write_capture(self.session_folder(actor.workspace, session_id), answer.capture)
             return self._commit_enrichment_answer(actor, session_id, revision, answer)
 
         walk = Walk(config, lookup)
@@ -534,8 +549,32 @@ class SessionService:
             known = queries.recorded_capture(tx, session_id, answer.request)
             if known is not None:  # a concurrent run of the same enrichment recorded it first
                 return Looked(known[0], json.loads(known[1]))
-            _record_answer(tx, actor, session_id, answer, iso_utc(self.clock()), enrichment=revision)
+            self._record_answer(tx, actor, session_id, answer, iso_utc(self.clock()), enrichment=revision)
         return Looked(answer.capture.id, json.loads(answer.capture.content))
+
+    def _record_answer(self, tx: Tx, actor: Actor, session_id: int, answer: Answer, at: str, *,
+                       enrichment: int | None = None, consuming: int | None = None
+                       ) -> tuple[int, int | None, int | None]:
+        """Write an answer's capture file, store the capture (once per workspace), append its evidence record
+        and the research.query audit event, consuming the reservation ``consuming`` (if any); the record's
+        number, the earlier record it repeats, and the budget left (None when the reservation was no longer
+        running: nothing consumed). The file, a mirror, is written before the commit, while the record's
+        statements are on their way (PostgreSQL)."""
+        capture = answer.capture
+        tx.meanwhile(partial(write_capture, self.session_folder(actor.workspace, session_id), capture))
+        seq, repeat_of, new, left = queries.insert_record(
+            tx, session_id, capture_id=capture.id, content=capture.content.decode("utf-8"), request=answer.request,
+            principal_id=actor.principal_id, actor=actor.audit_name, at=at, enrichment_revision=enrichment,
+            consuming=consuming)
+        details: dict[str, Any] = {"session": session_id, "kind": answer.kind, "capture": capture.id, "evidence": seq,
+                                   **_pin(answer), "new": new}
+        if repeat_of is not None:
+            details["repeat_of"] = repeat_of
+        if enrichment is not None:
+            details["enrichment"] = enrichment
+        audit.append(tx, actor=actor.audit_name, action="research.query", subject=_answer_subject(answer),
+                     details=details)
+        return seq, repeat_of, left
 
     # Helpers --------------------------------------------------------------------------------------
 
@@ -670,27 +709,6 @@ def _transition(tx: Tx, actor: Actor, session_id: int, event: Event, *, status: 
                               actor=actor.audit_name, details=details, at=at)
     audit.append(tx, actor=actor.audit_name, action=f"session.{event.value}", subject=str(session_id),
                  details={"session": session_id, **({"reason": reason} if reason else {}), **details})
-
-
-def _record_answer(tx: Tx, actor: Actor, session_id: int, answer: Answer, at: str, *,
-                   enrichment: int | None = None, consuming: int | None = None) -> tuple[int, int | None, int | None]:
-    """Store an answer's capture (once per workspace), append its evidence record and the research.query
-    audit event, consuming the reservation ``consuming`` (if any); the record's number, the earlier record
-    it repeats, and the budget left (None when the reservation was no longer running: nothing consumed)."""
-    capture = answer.capture
-    seq, repeat_of, new, left = queries.insert_record(
-        tx, session_id, capture_id=capture.id, content=capture.content.decode("utf-8"), request=answer.request,
-        principal_id=actor.principal_id, actor=actor.audit_name, at=at, enrichment_revision=enrichment,
-        consuming=consuming)
-    details: dict[str, Any] = {"session": session_id, "kind": answer.kind, "capture": capture.id, "evidence": seq,
-                               **_pin(answer), "new": new}
-    if repeat_of is not None:
-        details["repeat_of"] = repeat_of
-    if enrichment is not None:
-        details["enrichment"] = enrichment
-    audit.append(tx, actor=actor.audit_name, action="research.query", subject=_answer_subject(answer),
-                 details=details)
-    return seq, repeat_of, left
 
 
 def _pin(answer: Answer) -> dict[str, Any]:

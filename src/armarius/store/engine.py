@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -116,6 +116,7 @@ class Tx:
         self._sent = False
         #: Reads a feature queued for a later step of the same transaction (see audit.prepare), by name.
         self.prepared: dict[str, Later] = {}
+        self._meanwhile: list[Callable[[], object]] = []
 
     def require_workspace(self) -> int:
         if self.workspace_id is None:
@@ -169,6 +170,16 @@ class Tx:
             self._queued.append(_Queued(*self._prepare(sql, params), later=later))
         return later
 
+    def meanwhile(self, work: Callable[[], object]) -> None:
+        """Local work (writing a file) to do while the next statements sent travel and run: on PostgreSQL it
+        runs once they are on their way, before their answers are read, so that the round trip costs no wait
+        of its own. Before a COMMIT, and on SQLite, it runs at once. What it raises is raised once the
+        statements' answers are in (an error of theirs comes first)."""
+        if self.dialect == "sqlite":
+            work()
+        else:
+            self._meanwhile.append(work)
+
     def one(self, sql: str, params: Params = ()) -> Row | None:
         self._run(sql, params)
         row = self._cursor.fetchone()
@@ -191,6 +202,9 @@ class Tx:
     def finish(self) -> None:
         """PostgreSQL, on a clean end: send what is queued with the COMMIT, in one round trip. A transaction
         that never sent anything and has nothing but its set-up queued has nothing to commit."""
+        work, self._meanwhile = self._meanwhile, []
+        for step in work:
+            step()
         if not self._sent and all(queued.setup for queued in self._queued):
             self._queued.clear()
         elif self._queued:
@@ -200,6 +214,7 @@ class Tx:
     def discard(self) -> None:
         """Forget what is queued: the transaction is rolled back."""
         self._queued.clear()
+        self._meanwhile.clear()
 
     def _prepare(self, sql: str, params: Params) -> tuple[str, Params]:
         if any(isinstance(value, str) and "\x00" in value for value in params):
@@ -210,7 +225,7 @@ class Tx:
     def _run(self, sql: str, params: Params) -> None:
         sql, params = self._prepare(sql, params)
         with _storage_errors():
-            if self._queued:
+            if self._queued or self._meanwhile:
                 self._send((_Queued(sql, params),))
             else:
                 self._cursor.execute(sql, params)
@@ -220,8 +235,10 @@ class Tx:
         """Send the queued statements and then ``then``, together; the cursor then holds the last one's
         result, as after any other statement, and each queued read its rows."""
         queued, self._queued = [*self._queued, *then], []
+        work, self._meanwhile = self._meanwhile, []
         connection = self._cursor.connection
         reads: list[tuple[Later, Any]] = []
+        failure: BaseException | None = None
         try:
             with connection.pipeline():
                 for statement in queued:
@@ -229,8 +246,16 @@ class Tx:
                     if statement.later is not None:
                         cursor = connection.cursor()
                         reads.append((statement.later, cursor))
-                    cursor.execute(statement.sql, statement.params)
+                    cursor.execute(statement.sql, statement.params)  # sent at once: the server starts on it
+                for step in work:
+                    try:
+                        step()
+                    except BaseException as exc:  # raised once the answers are in
+                        failure = exc
+                        break
             self._sent = True
+            if failure is not None:
+                raise failure
             for later, cursor in reads:
                 later.fill([dict(row) for row in cursor.fetchall()])
         finally:
