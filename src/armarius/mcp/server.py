@@ -4,9 +4,8 @@ One tool list, filtered per principal on every request; one place where errors b
 results (``isError`` with ``{code, message, details}``); every answer is one text content of
 canonical JSON. The acting principal is resolved on each call, in the same worker thread as the
 tool's work (one hop off the event loop per call, not one for the principal and one for the work):
-over stdio by checking the token, so that a revoked token or a changed role takes effect at once;
-over HTTP from the request, whose token the web app checked (reusing a check for up to a second:
-:meth:`armarius.auth.directory.Directory.recently_checked`).
+over stdio from the token given at start, over HTTP from the request's; either reuses a token's check
+for up to a second (:meth:`armarius.auth.directory.Directory.recently_checked`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""MCP over stdio: the principal is the agent token given at start, re-checked on every call.
+"""MCP over stdio: the principal is the agent token given at start, checked again for the calls.
+
+A refused token ends the server before it speaks MCP. Afterwards a call reuses the token's check for
+up to a second, as over HTTP (:meth:`armarius.auth.directory.Directory.recently_checked`): a revocation
+or a role change made elsewhere (``armarius token revoke``) refuses the calls made a second later.
 
 Every request gets an answer. The SDK's stdio transport reads each line with pydantic's JSON
 parser, which refuses some valid JSON (a lone-surrogate escape such as ``"\\ud800"``; nesting deeper
@@ -36,7 +40,7 @@ async def serve_stdio(app: Armarius, token: str) -> None:
     app.directory.authenticate_token(token)  # refuse a bad token before speaking MCP at all
 
     def resolve_actor(_ctx: ServerRequestContext[Any]) -> Actor:
-        return app.directory.authenticate_token(token)
+        return app.directory.recently_checked(token) or app.directory.authenticate_token(token)
 
     server = build_server(app, resolve_actor)
     async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as tasks:
