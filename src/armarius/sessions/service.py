@@ -3,13 +3,14 @@
 The controller (:meth:`SessionService.query`) runs one project query inside a session in three steps:
 
 1. **Reserve** (one transaction): the session is the caller's, open, and has budget left; one unit
-   is reserved for this query (or the unit a failed source left held is taken up again). Its commit
-   is synchronous, like every other: the reservation is durable before the query runs.
-2. **Run**: the research service answers and builds the capture; nothing is written by it. The
-   capture file, a mirror of the store, is written under the session's folder (content-addressed,
-   so writing it again is harmless).
+   is reserved for this query (or the unit a failed source left held is taken up again); one
+   statement where nothing needs a closer look. Its commit does not wait for the disk: the query's
+   own commit, which does, makes it durable too (a database crash before then loses both).
+2. **Run**: the research service answers and builds the capture; nothing is written by it.
 3. **Commit** (one transaction): the capture row, the evidence record, the consumed reservation
-   and the ``research.query`` audit event, together or not at all.
+   and the ``research.query`` audit event, together or not at all. The capture file, a mirror of
+   the store, is written under the session's folder inside it, before its COMMIT (content-addressed,
+   so writing it again is harmless).
 
 A failed source instead blocks the session in one transaction (``blocked/research_unavailable``,
 the reservation held, the resume state saved in a blocking checkpoint); an invalid request releases
