@@ -247,12 +247,11 @@ class Tx:
                         cursor = connection.cursor()
                         reads.append((statement.later, cursor))
                     cursor.execute(statement.sql, statement.params)  # sent at once: the server starts on it
-                for step in work:
-                    try:
+                try:
+                    for step in work:
                         step()
-                    except BaseException as exc:  # raised once the answers are in
-                        failure = exc
-                        break
+                except BaseException as exc:  # raised once the answers are in
+                    failure = exc
             self._sent = True
             if failure is not None:
                 raise failure
