@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp.server.context import ServerRequestContext
 
-from armarius.app import Armarius
+from armarius.app import Armarius, initialize, open_app
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission, Role
+from armarius.config import Settings
 from armarius.mcp.registry import ToolSpec
 from armarius.mcp.server import ALL_TOOLS, build_server
+from armarius.memory.service import RememberRequest
 from tests.helpers import make_team, tool_payload
 
 pytestmark = pytest.mark.anyio
@@ -140,3 +146,54 @@ async def test_whoami_and_workspace_info(app: Armarius) -> None:
                       "permissions": ["memory.read", "research.query"]}
     assert info["workspace"] == "alpha"
     assert info["members"] == {"reader": 1, "editor": 1}
+
+
+def _thread(_app: Armarius, _actor: Actor, _arguments: dict[str, Any]) -> Any:
+    return {"thread": threading.get_ident()}
+
+
+async def test_a_store_read_runs_on_the_event_loop_only_on_sqlite(app: Armarius) -> None:
+    """The thread hop to a worker and back costs a call more than a short read of an embedded store: such a
+    read runs on the event loop; a tool that may write or wait, and every tool on PostgreSQL, does not."""
+    agent = make_team(app).agent
+    probes = [ToolSpec("read_probe", "Answers from the store.", _thread, store_read=True),
+              ToolSpec("other_probe", "May write or wait.", _thread, read_only=False)]
+    async with client_for(app, agent, probes) as client:
+        loop_thread = threading.get_ident()
+        read_thread = tool_payload(await client.call_tool("read_probe", {}))["thread"]
+        other_thread = tool_payload(await client.call_tool("other_probe", {}))["thread"]
+    assert other_thread != loop_thread
+    assert (read_thread == loop_thread) == (app.database.dialect == "sqlite")
+
+
+async def test_the_store_reads_answer_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:
+    """What lets a store read run on the event loop (of SQLite only: PostgreSQL runs it in a worker thread,
+    the test above): it writes nothing and never waits for a writer, here one that holds SQLite's write
+    lock (another connection's uncommitted write) for as long as the reads take."""
+    settings = Settings(data_dir=tmp_path / "data")
+    initialize(settings)
+    app = open_app(settings)
+    try:
+        team = make_team(app)
+        app.memory.remember(team.agent, RememberRequest(slug="deploy/staging", title="Staging",
+                                                        body="The deploy host for pre-production."))
+        store_reads = [tool for tool in ALL_TOOLS if tool.store_read]
+        assert {tool.name for tool in store_reads} >= {"whoami", "read", "recall", "list"}
+        assert all(tool.read_only for tool in store_reads)
+        arguments = {"read": {"slug": "deploy/staging"}, "history": {"slug": "deploy/staging"},
+                     "recall": {"query": "deploy host"}}
+        writer = sqlite3.connect(settings.sqlite_path, isolation_level=None)
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("UPDATE workspaces SET name = 'renamed' WHERE name = 'alpha'")
+        try:
+            with anyio.fail_after(30):
+                async with client_for(app, team.agent) as client:
+                    for tool in store_reads:
+                        result = await client.call_tool(tool.name, arguments.get(tool.name, {}))
+                        assert not result.is_error, (tool.name, tool_payload(result))
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
+        assert app.memory.read(team.agent, slug="deploy/staging")["revision"] == 1
+    finally:
+        app.close()

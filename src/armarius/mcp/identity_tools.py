@@ -25,6 +25,7 @@ TOOLS = [
             "the permissions your role gives you right now. Call it first when unsure what you may do."
         ),
         handler=_whoami,
+        store_read=True,
     ),
     ToolSpec(
         name="workspace_info",
@@ -33,5 +34,6 @@ TOOLS = [
             "principals hold each role, and the Armarius version."
         ),
         handler=_workspace_info,
+        store_read=True,
     ),
 ]

@@ -78,6 +78,7 @@ TOOLS = [
         ),
         handler=_recall,
         permission=Permission.MEMORY_READ,
+        store_read=True,
         properties={
             "query": {"type": "string", "maxLength": 1000},
             "limit": {"type": "integer", "minimum": 1, "maximum": RECALL_MAX},
@@ -95,6 +96,7 @@ TOOLS = [
         ),
         handler=_read,
         permission=Permission.MEMORY_READ,
+        store_read=True,
         properties={"slug": SLUG, "revision": {"type": "integer", "minimum": 1, "maximum": INT64_MAX}},
         required=("slug",),
     ),
@@ -103,6 +105,7 @@ TOOLS = [
         description="List every revision of an entry: who, when, why, and whether it overrode a human's curation.",
         handler=_history,
         permission=Permission.MEMORY_READ,
+        store_read=True,
         properties={"slug": SLUG},
         required=("slug",),
     ),
@@ -114,6 +117,7 @@ TOOLS = [
         ),
         handler=_list,
         permission=Permission.MEMORY_READ,
+        store_read=True,
         properties={
             "prefix": {"type": "string", "maxLength": SLUG_MAX},
             "tag": {"type": "string", "maxLength": 64},

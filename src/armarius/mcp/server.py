@@ -5,7 +5,8 @@ results (``isError`` with ``{code, message, details}``); every answer is one tex
 canonical JSON. The acting principal is resolved on each call, in the same worker thread as the
 tool's work (one hop off the event loop per call, not one for the principal and one for the work):
 over stdio from the token given at start, over HTTP from the request's; either reuses a token's check
-for up to a second (:meth:`armarius.auth.directory.Directory.recently_checked`).
+for up to a second (:meth:`armarius.auth.directory.Directory.recently_checked`). A tool that only reads
+an embedded SQLite store runs on the event loop itself, with no hop (:attr:`ToolSpec.store_read`).
 """
 
 from __future__ import annotations
@@ -49,13 +50,13 @@ ALL_TOOLS: list[ToolSpec] = [*identity_tools.TOOLS, *memory_tools.TOOLS, *draft_
 
 def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSpec] | None = None) -> Server[Any]:
     registry = {tool.name: tool for tool in (tools if tools is not None else ALL_TOOLS) if tool.offered(app)}
+    reads_never_wait = app.database.dialect == "sqlite"  # see ToolSpec.store_read
 
     async def actor_of(ctx: ServerRequestContext[Any]) -> Actor:
         return await anyio.to_thread.run_sync(resolve_actor, ctx)
 
-    def call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
+    def call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, tool: ToolSpec | None) -> Any:
         actor = resolve_actor(ctx)
-        tool = registry.get(params.name)
         if tool is None:
             raise NotFound(f"There is no tool named {echo(params.name)}; list the tools to see yours.")
         if not tool.allowed(actor):
@@ -72,8 +73,12 @@ def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSp
         return types.ListToolsResult(tools=[_describe(tool) for tool in registry.values() if tool.allowed(actor)])
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        tool = registry.get(params.name)
         try:
-            result = await anyio.to_thread.run_sync(call, ctx, params)
+            if tool is not None and tool.store_read and reads_never_wait:
+                result = call(ctx, params, tool)
+            else:
+                result = await anyio.to_thread.run_sync(call, ctx, params, tool)
         except ArmariusError as error:
             return _result(error.to_dict(), is_error=True)
         except Exception:

@@ -20,7 +20,6 @@ import logging
 import re
 from typing import Any
 
-import anyio
 import mcp_types as types
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from mcp.server.context import ServerRequestContext
@@ -43,27 +42,33 @@ async def serve_stdio(app: Armarius, token: str) -> None:
         return app.directory.recently_checked(token) or app.directory.authenticate_token(token)
 
     server = build_server(app, resolve_actor)
-    async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as tasks:
-        relayed, received = anyio.create_memory_object_stream[Item](0)
-        tasks.start_soon(_read_refused_lines_again, read_stream, relayed, write_stream)
-        await server.run(received, write_stream, server.create_initialization_options())
-        tasks.cancel_scope.cancel()
+    async with stdio_server() as (read_stream, write_stream):
+        lines = _LinesReadAgain(read_stream, write_stream)
+        await server.run(lines, write_stream, server.create_initialization_options())
 
 
-async def _read_refused_lines_again(lines: ObjectReceiveStream[Item], relayed: ObjectSendStream[Item],
-                                    answers: ObjectSendStream[SessionMessage]) -> None:
-    """Pass the transport's messages on; a line its parser refused is read again, or answered."""
-    async with relayed:
-        async for item in lines:
-            forwarded = item
+class _LinesReadAgain(ObjectReceiveStream[Item]):
+    """The transport's messages as they come, except that a line its parser refused is read again, or
+    answered. It transforms in the reader's own task: no relay task and stream of its own, whose hop
+    every message would pay."""
+
+    def __init__(self, lines: ObjectReceiveStream[Item], answers: ObjectSendStream[SessionMessage]) -> None:
+        self._lines = lines
+        self._answers = answers
+
+    async def receive(self) -> Item:
+        while True:
+            item = await self._lines.receive()
             line = _refused_line(item)
-            if line is not None:
-                again = _read_again(line)
-                if isinstance(again, types.JSONRPCError):
-                    await answers.send(SessionMessage(again))
-                    continue
-                forwarded = again
-            await relayed.send(forwarded)
+            if line is None:
+                return item
+            again = _read_again(line)
+            if not isinstance(again, types.JSONRPCError):
+                return again
+            await self._answers.send(SessionMessage(again))
+
+    async def aclose(self) -> None:
+        await self._lines.aclose()
 
 
 def _refused_line(item: Item) -> str | None:
