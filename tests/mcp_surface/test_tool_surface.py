@@ -20,6 +20,7 @@ from armarius.mcp.registry import ToolSpec
 from armarius.mcp.server import ALL_TOOLS, build_server
 from armarius.memory.service import RememberRequest
 from tests.helpers import make_team, tool_payload
+from tests.research.repos import build_repo, source_entry, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -170,18 +171,21 @@ async def test_the_store_reads_answer_while_another_process_holds_the_write_lock
     """What lets a store read run on the event loop (of SQLite only: PostgreSQL runs it in a worker thread,
     the test above): it writes nothing and never waits for a writer, here one that holds SQLite's write
     lock (another connection's uncommitted write) for as long as the reads take."""
-    settings = Settings(data_dir=tmp_path / "data")
+    settings = Settings(data_dir=tmp_path / "data", research_config=Path("research.toml"))
     initialize(settings)
+    write_config(settings.data_dir / "research.toml", [source_entry(build_repo(tmp_path / "repo"))])
     app = open_app(settings)
     try:
         team = make_team(app)
         app.memory.remember(team.agent, RememberRequest(slug="deploy/staging", title="Staging",
                                                         body="The deploy host for pre-production."))
+        session = app.sessions.open(team.agent, "Where is staging?")["session"]
         store_reads = [tool for tool in ALL_TOOLS if tool.store_read]
-        assert {tool.name for tool in store_reads} >= {"whoami", "read", "recall", "list"}
-        assert all(tool.read_only for tool in store_reads)
+        assert {tool.name for tool in store_reads} >= {"whoami", "read", "recall", "list", "sessions"}
+        assert all(tool.read_only and tool.offered(app) for tool in store_reads)
         arguments = {"read": {"slug": "deploy/staging"}, "history": {"slug": "deploy/staging"},
-                     "recall": {"query": "deploy host"}}
+                     "recall": {"query": "deploy host"},
+                     "repair_target": {"session": session, "kind": "entry", "name": "deploy/staging"}}
         writer = sqlite3.connect(settings.sqlite_path, isolation_level=None)
         writer.execute("BEGIN IMMEDIATE")
         writer.execute("UPDATE workspaces SET name = 'renamed' WHERE name = 'alpha'")

@@ -70,6 +70,7 @@ TOOLS = [
         properties={"session": SESSION, "kind": KIND, "name": NAME},
         required=("session", "kind", "name"),
         available=_sessions_offered,
+        store_read=True,
     ),
     ToolSpec(
         name="repair_prepare",

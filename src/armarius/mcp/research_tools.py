@@ -95,6 +95,7 @@ TOOLS = [
         description="Your research sessions, newest first, optionally only those in one status.",
         handler=_list,
         permission=Permission.RESEARCH_QUERY,
+        store_read=True,
         properties={"status": {"type": "string", "enum": [status.value for status in Status]}},
         available=_research_configured,
     ),
