@@ -155,7 +155,8 @@ def _thread(_app: Armarius, _actor: Actor, _arguments: dict[str, Any]) -> Any:
 
 async def test_a_store_read_runs_on_the_event_loop_only_on_sqlite(app: Armarius) -> None:
     """The thread hop to a worker and back costs a call more than a short read of an embedded store: such a
-    read runs on the event loop; a tool that may write or wait, and every tool on PostgreSQL, does not."""
+    read runs on the event loop; a tool that may write or wait, a read whose principal needs a look in the
+    database, and every tool on PostgreSQL, does not."""
     agent = make_team(app).agent
     probes = [ToolSpec("read_probe", "Answers from the store.", _thread, store_read=True),
               ToolSpec("other_probe", "May write or wait.", _thread, read_only=False)]
@@ -163,7 +164,12 @@ async def test_a_store_read_runs_on_the_event_loop_only_on_sqlite(app: Armarius)
         loop_thread = threading.get_ident()
         read_thread = tool_payload(await client.call_tool("read_probe", {}))["thread"]
         other_thread = tool_payload(await client.call_tool("other_probe", {}))["thread"]
+    # A principal that needs a look in the database first (a token checked again, which may write when it
+    # was last used) sends the store read to a worker thread too.
+    async with Client(build_server(app, lambda _ctx: agent, probes, known_actor=lambda _ctx: None)) as client:
+        looked_up_thread = tool_payload(await client.call_tool("read_probe", {}))["thread"]
     assert other_thread != loop_thread
+    assert looked_up_thread != loop_thread
     assert (read_thread == loop_thread) == (app.database.dialect == "sqlite")
 
 

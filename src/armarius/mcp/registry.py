@@ -25,9 +25,10 @@ class ToolSpec:
     properties: Mapping[str, Any] | None = None
     required: tuple[str, ...] = ()
     read_only: bool = True
-    #: Whether it only reads the store, in one short read transaction, writing nothing and asking no
+    #: Whether it only reads the store, in short read transactions, writing nothing and asking no
     #: provider. On an embedded SQLite store (WAL: a reader never waits for a writer) the server runs such a
-    #: tool on its event loop, saving the hop to a worker thread and back, which costs a call more than
+    #: tool on its event loop when its principal is known without a look in the database (which may write
+    #: when a token was last used), saving the hop to a worker thread and back, which costs a call more than
     #: the read itself; anything else, and every tool on PostgreSQL, runs in a worker thread.
     store_read: bool = False
     #: Whether the server offers the tool at all (for tools that need configuration).

@@ -37,6 +37,8 @@ RESOURCE_NOT_FOUND = -32002
 #: The acting principal of a request. It may block (a token is checked against the database): the
 #: server calls it in a worker thread.
 ActorResolver = Callable[[ServerRequestContext[Any]], Actor]
+#: The acting principal when it is known without asking the database, else None.
+KnownActor = Callable[[ServerRequestContext[Any]], Actor | None]
 
 INSTRUCTIONS = (
     "Armarius keeps this project's governed memory. Humans decide what counts as trusted "
@@ -48,15 +50,20 @@ ALL_TOOLS: list[ToolSpec] = [*identity_tools.TOOLS, *memory_tools.TOOLS, *draft_
                              *repair_tools.TOOLS]
 
 
-def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSpec] | None = None) -> Server[Any]:
+def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSpec] | None = None, *,
+                 known_actor: KnownActor | None = None) -> Server[Any]:
+    """``known_actor``: the principal where it needs no look in the database (a store read runs on the event
+    loop only then); by default ``resolve_actor`` never looks (HTTP: the request's, authenticated before)."""
     registry = {tool.name: tool for tool in (tools if tools is not None else ALL_TOOLS) if tool.offered(app)}
     reads_never_wait = app.database.dialect == "sqlite"  # see ToolSpec.store_read
+    at_hand: KnownActor = known_actor or resolve_actor
 
     async def actor_of(ctx: ServerRequestContext[Any]) -> Actor:
         return await anyio.to_thread.run_sync(resolve_actor, ctx)
 
-    def call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, tool: ToolSpec | None) -> Any:
-        actor = resolve_actor(ctx)
+    def call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, tool: ToolSpec | None,
+             actor: Actor | None = None) -> Any:
+        actor = actor or resolve_actor(ctx)
         if tool is None:
             raise NotFound(f"There is no tool named {echo(params.name)}; list the tools to see yours.")
         if not tool.allowed(actor):
@@ -75,8 +82,9 @@ def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSp
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         tool = registry.get(params.name)
         try:
-            if tool is not None and tool.store_read and reads_never_wait:
-                result = call(ctx, params, tool)
+            actor = at_hand(ctx) if tool is not None and tool.store_read and reads_never_wait else None
+            if actor is not None:
+                result = call(ctx, params, tool, actor)
             else:
                 result = await anyio.to_thread.run_sync(call, ctx, params, tool)
         except ArmariusError as error:

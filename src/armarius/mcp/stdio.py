@@ -41,7 +41,7 @@ async def serve_stdio(app: Armarius, token: str) -> None:
     def resolve_actor(_ctx: ServerRequestContext[Any]) -> Actor:
         return app.directory.recently_checked(token) or app.directory.authenticate_token(token)
 
-    server = build_server(app, resolve_actor)
+    server = build_server(app, resolve_actor, known_actor=lambda _ctx: app.directory.recently_checked(token))
     async with stdio_server() as (read_stream, write_stream):
         lines = _LinesReadAgain(read_stream, write_stream)
         await server.run(lines, write_stream, server.create_initialization_options())
