@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterable, Sequence
 from importlib.metadata import version
-from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -65,11 +65,18 @@ class _Tokens:
     The tokenizer (SentencePiece BPE) normalizes a text by prefixing "▁" and turning spaces into "▁",
     then merges the whole text as one word: no pre-tokenizer splits it. When no token of the vocabulary
     has a "▁" after another character, no merge can reach across the start of a word ("▁" after another
-    character); nor across a character that no token holds with others (a line end is always a token of
-    its own). So the text's ids are its words' ids one after another, the words split there: exactly
-    the tokenizer's answer, at a fraction of its cost for a text of many words (most words are in the
-    cache). Texts with a special token in them (``<s>``), or a vocabulary without that property, go
-    through the tokenizer.
+    character). So the text's ids are its words' ids one after another: a word being what one space
+    separates from the next, its ids those of "▁" and the word (a run of spaces goes with the word after
+    it, each an extra "▁"). That is exactly the tokenizer's answer, at a fraction of its cost for a text
+    of many words (most words are in the cache). A word's own ids are its pieces' (split again where no
+    merge can reach across either: before a "▁" after another character, and around a character no
+    token holds with others, as a line end is always a token of its own). Texts with a special token in
+    them (``<s>``) or a "▁" of their own, or a vocabulary without that property, go through the
+    tokenizer.
+
+    The ids are packed (an ``array`` of :attr:`typecode`, as bytes): a text's are its words' joined in one
+    step, and the cache holds one small object per word, not a tuple of numbers (a remember finds most
+    of them out of the processor's caches: fewer objects to reach is what makes it faster).
 
     The cache has two generations: words are added to the newer; when it is full it becomes the older
     (the older one is dropped), and a word found only in the older is added to the newer again. So the
@@ -78,34 +85,57 @@ class _Tokens:
 
     def __init__(self, tokenizer: Any) -> None:
         self._tokenizer, self._bpe = tokenizer, tokenizer.model
-        self._special = [token.content for token in tokenizer.get_added_tokens_decoder().values()]
+        self._whole = [_SPACE, *(token.content for token in tokenizer.get_added_tokens_decoder().values())]
         vocabulary = tokenizer.get_vocab()
         self._by_word = all(_SPACE not in token.lstrip(_SPACE) for token in vocabulary)
+        self.typecode = "H" if max(vocabulary.values()) < 1 << 16 else "I"  # unsigned 16 or 32 bits
         alone = re.escape("".join(character for character in _ALONE
                                   if not any(character in token and token != character for token in vocabulary)))
-        self._words: dict[str, tuple[int, ...]] = {}
-        self._older: dict[str, tuple[int, ...]] = {}
-        self._split = re.compile(f"{_SPACE}*[^{_SPACE}{alone}]+|{_SPACE}+" + (f"|[{alone}]" if alone else "")).findall
+        self._words: dict[str, bytes] = {}
+        self._older: dict[str, bytes] = {}
+        self._pieces = re.compile(f"{_SPACE}*[^{_SPACE}{alone}]+|{_SPACE}+" + (f"|[{alone}]" if alone else "")).findall
 
-    def ids(self, text: str) -> list[int]:
-        if not self._by_word or any(special in text for special in self._special):
-            return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
+    def ids(self, text: str) -> bytes:
+        """The text's token ids, packed as :attr:`typecode`."""
+        if not self._by_word or any(whole in text for whole in self._whole):
+            return self._packed(self._tokenizer.encode(text, add_special_tokens=False).ids)
         if not text:
-            return []
-        pieces = self._split(_SPACE + text.replace(" ", _SPACE))
-        known = list(map(self._words.get, pieces))
+            return b""
+        words = text.split(" ")
+        if "" in words:
+            words = _spaces_joined(words)
+        known = list(map(self._words.get, words))
         if None in known:
-            for at, piece in enumerate(pieces):
+            for at, word in enumerate(words):
                 if known[at] is None:
-                    ids = self._older.get(piece)
+                    ids = self._older.get(word)
                     if ids is None:
-                        ids = tuple(token.id for token in self._bpe.tokenize(piece))
+                        ids = self._packed(token.id for piece in self._pieces(_SPACE + word)
+                                           for token in self._bpe.tokenize(piece))
                     known[at] = ids
-                    if len(piece) <= _WORD_CACHED_UP_TO:
+                    if len(word) <= _WORD_CACHED_UP_TO:
                         if len(self._words) >= _WORD_CACHE:
                             self._older, self._words = self._words, {}
-                        self._words[piece] = ids
-        return list(chain.from_iterable(known))  # type: ignore[arg-type]  # no None is left
+                        self._words[word] = ids
+        return b"".join(known)  # type: ignore[arg-type]  # no None is left
+
+    def _packed(self, ids: Iterable[int]) -> bytes:
+        return array(self.typecode, ids).tobytes()
+
+
+def _spaces_joined(words: list[str]) -> list[str]:
+    """Words split at single spaces, each empty one (a space after a space) joined to the next as a "▁"
+    (the last ones, after the text's last word, stand alone: one "▁" fewer, the word's own is theirs)."""
+    joined, run = [], ""
+    for word in words:
+        if word:
+            joined.append(run + word)
+            run = ""
+        else:
+            run += _SPACE
+    if run:
+        joined.append(run[:-1])
+    return joined
 
 
 class WordLlamaEmbedder:
@@ -135,9 +165,10 @@ class WordLlamaEmbedder:
 
         weights, tokens = self._model()
         vectors = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
+        dtype = np.dtype(tokens.typecode)
         for row, text in enumerate(texts):
-            ids = tokens.ids(text)
-            if ids:
+            ids = np.frombuffer(tokens.ids(text), dtype=dtype)
+            if len(ids):
                 mean = weights[ids].sum(axis=0) / np.float32(len(ids))
                 length = np.linalg.norm(mean)
                 if length > 0:
