@@ -32,6 +32,16 @@ def run_cli(*args: str, data_dir: Path, stdin: str | None = None, env: dict[str,
     )
 
 
+def agent_token(data_dir: Path) -> str:
+    """A new store in ``data_dir`` with workspace alpha and its agent ``bot`` (a reader): bot's token."""
+    for command in (["init"], ["workspace", "add", "alpha"],
+                    ["principal", "add", "bot", "--kind", "agent", "--workspace", "alpha", "--role", "reader"]):
+        assert run_cli(*command, data_dir=data_dir).returncode == 0
+    issued = run_cli("--json", "token", "issue", "bot", "--workspace", "alpha", data_dir=data_dir)
+    assert issued.returncode == 0, issued.stderr
+    return str(json.loads(issued.stdout)["token"])
+
+
 def read_json_document(stream: Any) -> dict[str, Any]:
     """Read lines until they form one JSON document (the process keeps running after it)."""
     buffer = ""

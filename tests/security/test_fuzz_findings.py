@@ -22,7 +22,7 @@ import pytest
 
 from armarius.app import Armarius
 from armarius.validation import MAX_NESTING
-from tests.e2e.servers import run_cli
+from tests.e2e.servers import agent_token
 from tests.helpers import make_team
 from tests.research.conftest import research_app  # noqa: F401  (a fixture used here)
 from tests.research.repos import Repo
@@ -70,22 +70,13 @@ async def test_a_lone_surrogate_in_a_field_name_is_named_escaped(research_app: t
     assert in_name["details"] == {"field": "arguments.kind\\udce9", "rule": "unicode"}
 
 
-def _token(folder: Path) -> str:
-    for command in (["init"], ["workspace", "add", "alpha"],
-                    ["principal", "add", "bot", "--kind", "agent", "--workspace", "alpha", "--role", "reader"]):
-        assert run_cli(*command, data_dir=folder).returncode == 0
-    issued = run_cli("--json", "token", "issue", "bot", "--workspace", "alpha", data_dir=folder)
-    assert issued.returncode == 0, issued.stderr
-    return str(json.loads(issued.stdout)["token"])
-
-
 async def test_stdio_answers_every_request_its_json_parser_refuses(tmp_path: Path) -> None:
     """Each request gets an answer for its id: a lone-surrogate escape and nesting that pydantic's
     parser refuses are read again (and refused by the tool as usual, like NaN, which both parsers
     take); nesting deeper than any parser here reads is a JSON-RPC parse error; a line with no id at
     all changes nothing for the next."""
     data = tmp_path / "data"
-    token = _token(data)
+    token = agent_token(data)
     command = [sys.executable, "-m", "armarius", "--data-dir", str(data), "mcp"]
     with (tmp_path / "server.log").open("wb") as log:
         async with await anyio.open_process(command, env={**os.environ, "ARMARIUS_TOKEN": token},

@@ -33,6 +33,7 @@ from armarius.app import Armarius, open_app
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind, Role
 from armarius.evidence.model import BODY_MAX_BYTES as EVIDENCE_BODY_MAX
+from armarius.mcp.limits import request_body_max_bytes
 from armarius.mcp.server import ALL_TOOLS
 from armarius.memory.model import REASON_MAX, SLUG_MAX, TAGS_MAX, TITLE_MAX
 from armarius.memory.service import LIST_MAX, RECALL_MAX, RememberRequest
@@ -360,7 +361,7 @@ def served(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
 @pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
 def test_the_server_refuses_bodies_too_large_too_slow_or_too_deep_before_reading_them(served: Served) -> None:
     bench, port = served.bench, served.port
-    maximum = limits.request_body_max_bytes(bench.app.settings)
+    maximum = request_body_max_bytes(bench.app.settings)
     assert maximum == 31 * 1024 * 1024  # with the default settings
     token = bench.team.agent_token
     mcp = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
@@ -455,5 +456,5 @@ async def test_bodies_at_their_services_limits_pass_every_surface(served: Served
              "title": "\U0001f600" * TITLE_MAX, "body": "\x01" * EVIDENCE_BODY_MAX, "tags": ["t" * 64] * TAGS_MAX,
              "rationale": "\x01" * TEXT_MAX},
         ] * ALTERNATIVES_MAX}}}
-    assert len(json.dumps(largest).encode()) <= limits.request_body_max_bytes(bench.app.settings)
+    assert len(json.dumps(largest).encode()) <= request_body_max_bytes(bench.app.settings)
     scale.record("oversized requests", 3)

@@ -27,6 +27,7 @@ from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.auth.web_sessions import WebSessions
 from armarius.errors import ArmariusError, InternalError, NotFound, echo
+from armarius.mcp.limits import request_body_max_bytes
 from armarius.mcp.server import build_server
 from armarius.web import limits
 from armarius.web.api import HUMAN_CALLER_SCOPE_KEY, api_routes
@@ -146,7 +147,7 @@ def create_web_app(app: Armarius, *, stateless: bool = False) -> Starlette:
     # The SDK's own body limit (4 MiB by default) would refuse the largest request a tool takes.
     manager = StreamableHTTPSessionManager(app=build_server(app, _actor_of_request), security_settings=security,
                                            stateless=stateless,
-                                           max_request_body_size=limits.request_body_max_bytes(app.settings))
+                                           max_request_body_size=request_body_max_bytes(app.settings))
     sessions = WebSessions(app.database, app.directory,
                            idle=timedelta(minutes=app.settings.web_session_idle_minutes),
                            lifetime=timedelta(hours=app.settings.web_session_max_hours))
@@ -193,7 +194,7 @@ def create_web_app(app: Armarius, *, stateless: bool = False) -> Starlette:
         routes=routes,
         lifespan=lifespan,
         middleware=[Middleware(SecurityHeaders),
-                    Middleware(limits.RequestLimits, max_bytes=limits.request_body_max_bytes(app.settings),
+                    Middleware(limits.RequestLimits, max_bytes=request_body_max_bytes(app.settings),
                                idle_seconds=limits.BODY_IDLE_SECONDS, total_seconds=limits.BODY_TOTAL_SECONDS)],
         exception_handlers={ArmariusError: armarius_error, Exception: unexpected_error, 404: not_found},
     )

@@ -12,19 +12,20 @@ refused), but neither how long they may take to arrive, nor the size of the body
 :class:`RequestLimits` bounds the body for every route, before any route (and before authentication)
 sees the request:
 
-- **Size.** A body whose declared ``Content-Length`` is over :func:`request_body_max_bytes` is refused
-  with 413 (``request_too_large``) before a byte of it is read; a body sent without a length (chunked)
-  is refused the moment it passes the limit. The limit admits the largest request any surface accepts
-  (see the function); the JSON API and the pages refuse far smaller bodies of their own (their
-  ``BODY_MAX_BYTES`` and ``FORM_MAX_BYTES``), so in practice it bounds ``/mcp``.
+- **Size.** A body whose declared ``Content-Length`` is over
+  :func:`armarius.mcp.limits.request_body_max_bytes` is refused with 413 (``request_too_large``) before
+  a byte of it is read; a body sent without a length (chunked) is refused the moment it passes the
+  limit. The limit admits the largest request any surface accepts (see the function); the JSON API and
+  the pages refuse far smaller bodies of their own (their ``BODY_MAX_BYTES`` and ``FORM_MAX_BYTES``), so
+  in practice it bounds ``/mcp``.
 - **Time.** Once a route asks for the body, every part must come within ``BODY_IDLE_SECONDS`` of the
   previous one and the whole body within ``BODY_TOTAL_SECONDS`` of the request's start; otherwise the
   request is refused with 408 (``request_timeout``) and the connection closed.
 
 Either way the route sees a disconnected client (and does nothing), and the client gets the one error
 envelope. The MCP SDK's transport gets the same size limit (its own default, 4 MiB, would refuse the largest
-``repair_prepare``). The body limits are read when the app is made (:func:`armarius.web.app.create_web_app`),
-the head's whenever a connection waits for one.
+``repair_prepare``), and so does MCP over stdio. The body limits are read when the app is made
+(:func:`armarius.web.app.create_web_app`), the head's whenever a connection waits for one.
 """
 
 from __future__ import annotations
@@ -39,32 +40,13 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from armarius.config import Settings
 from armarius.errors import ArmariusError, RequestTimeout, RequestTooLarge
-from armarius.evidence.model import BODY_MAX_BYTES as EVIDENCE_BODY_MAX_BYTES
-from armarius.repairs.model import ALTERNATIVES_MAX
 
-#: JSON may write one byte of text as six (a control character as ``\u0001``).
-JSON_ESCAPE_FACTOR = 6
-#: Room for everything in a request besides its largest texts (titles, rationales, the JSON-RPC frame).
-REQUEST_OVERHEAD_BYTES = 1024 * 1024
 #: The longest wait for the next part of a body, and for the whole body.
 BODY_IDLE_SECONDS = 30.0
 BODY_TOTAL_SECONDS = 120.0
 #: The longest a request's line and headers may take to arrive.
 REQUEST_HEAD_SECONDS = 30.0
-
-
-def request_body_max_bytes(settings: Settings) -> int:
-    """The largest request body the server reads (31 MiB with the default settings).
-
-    The largest request a surface accepts is a ``repair_prepare`` with ALTERNATIVES_MAX alternatives, each
-    body as large as an evidence unit (1 MiB) or an entry (``memory.body_max_bytes``) may be; an entry's or a
-    draft's body alone (``remember``, ``propose_draft``) is smaller. Every byte of those bodies may take six
-    in JSON, and the rest of the request fits in REQUEST_OVERHEAD_BYTES.
-    """
-    largest_text = ALTERNATIVES_MAX * max(EVIDENCE_BODY_MAX_BYTES, settings.memory_body_max_bytes)
-    return JSON_ESCAPE_FACTOR * largest_text + REQUEST_OVERHEAD_BYTES
 
 
 @dataclass
