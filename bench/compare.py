@@ -725,19 +725,22 @@ NOOP = ToolCase("noop", lambda _i: {}, lambda answer: answer == {})
 NOOP_LABEL = "no-op tool, same SDK"
 
 
-async def cpu_blocks(plan: Plan, cases: list[ToolCase], ours: StdioServer, floor: StdioServer
-                     ) -> tuple[dict[str, Block], Block]:
+async def cpu_blocks(plan: Plan, cases: list[ToolCase], ours: StdioServer, floor: StdioServer,
+                     transport_floor: StdioServer) -> tuple[dict[str, Block], Block, Block]:
     """Per round and tool: a block of no-op calls, then a block of the tool's calls (tools in reverse order
-    every other round)."""
+    every other round); per round, a block of no-op calls over Armarius's stdio transport too."""
     for case in [NOOP, *cases]:  # warm-up: imports, caches, each tool's first transaction
         await call_block(floor if case is NOOP else ours, case, 10_000_000 + len(case.name) * 100, 5, Block())
-    ours_blocks, floor_block = {case.name: Block() for case in cases}, Block()
+    await call_block(transport_floor, NOOP, 10_000_000, 5, Block())
+    ours_blocks, floor_block, transport_block = {case.name: Block() for case in cases}, Block(), Block()
     for round_number in range(plan.cpu_rounds):
         first = round_number * plan.cpu_calls
         for case in cases if round_number % 2 == 0 else cases[::-1]:
             await call_block(floor, NOOP, first, plan.cpu_calls, floor_block)
             await call_block(ours, case, first, plan.cpu_calls, ours_blocks[case.name])
-    return ours_blocks, floor_block
+        await call_block(floor, NOOP, first, plan.cpu_calls, floor_block)
+        await call_block(transport_floor, NOOP, first, plan.cpu_calls, transport_block)
+    return ours_blocks, floor_block, transport_block
 
 
 async def compare_cpu(bench: Bench) -> list[Row]:
@@ -751,6 +754,8 @@ async def compare_cpu(bench: Bench) -> list[Row]:
     env = {"ARMARIUS_RESEARCH_CONFIG": str(config), "ARMARIUS_SESSION_MAX_BUDGET": str(SESSION_BUDGET)}
     floor_server = stdio_server("noop", sys.executable, [str(NOOP_SERVER)], {},
                                 bench.folder / "noop.log")
+    transport_floor_server = stdio_server("noop (Armarius's stdio)", sys.executable,
+                                          [str(NOOP_SERVER), "--armarius-stdio"], {}, bench.folder / "noop.log")
     app = open_app(settings)
     try:
         team, _ = Team.create(app)
@@ -758,16 +763,23 @@ async def compare_cpu(bench: Bench) -> list[Row]:
         fill(bench, app, team.workspace_id, documents)
         queries = [query for name in QUERY_CLASSES for query in bench.corpus.queries(name, 10, len(documents))]
         fx = CpuFixture(app, team, documents, queries, bench.corpus)
-        async with armarius_stdio(bench, settings, team.token, **env) as ours, floor_server as floor:
+        async with (armarius_stdio(bench, settings, team.token, **env) as ours, floor_server as floor,
+                    transport_floor_server as transport_floor):
             await cpu_setup(fx, ours)
             offered = {tool.name for tool in (await ours.client.list_tools()).tools}
             cases = [case for case in tool_cases(fx) if case.name in offered]
             if offered - {case.name for case in cases}:
                 bench.note(f"tools without a CPU case: {', '.join(sorted(offered - {c.name for c in cases}))}")
-            ours_blocks, floor_block = await cpu_blocks(bench.plan, cases, ours, floor)
+            ours_blocks, floor_block, transport_block = await cpu_blocks(bench.plan, cases, ours, floor,
+                                                                         transport_floor)
     finally:
         app.close()
-    return cpu_rows(ours_blocks, floor_block)
+    return cpu_rows({TRANSPORT_FLOOR: transport_block, **ours_blocks}, floor_block)
+
+
+#: The no-op tool served over Armarius's own stdio transport (armarius.mcp.stdio): what the transport
+#: alone saves against the SDK's.
+TRANSPORT_FLOOR = "no-op tool, Armarius's stdio transport"
 
 
 def cpu_rows(ours_blocks: dict[str, Block], floor_block: Block) -> list[Row]:
@@ -776,13 +788,14 @@ def cpu_rows(ours_blocks: dict[str, Block], floor_block: Block) -> list[Row]:
     rows = []
     for name, block in ours_blocks.items():
         wall = percentile(block.wall, 0.5) * 1000
-        case = f"server CPU per call: {name}"
+        case, label = ((name, "no-op tool (stdio)") if name == TRANSPORT_FLOOR
+                       else (f"server CPU per call: {name}", "Armarius tool (stdio)"))
         wrong = block.wrong or floor_block.wrong
         if wrong:
-            rows.append(Row(2, case, "Armarius tool (stdio)", NOOP_LABEL, "CPU ms/call", n=block.calls,
+            rows.append(Row(2, case, label, NOOP_LABEL, "CPU ms/call", n=block.calls,
                             differ=len(block.wrong) + len(floor_block.wrong), detail=f"answers differ: {wrong[0]}"))
             continue
-        rows.append(Row(2, case, "Armarius tool (stdio)", NOOP_LABEL, "CPU ms/call", block.cpu / block.calls * 1000,
+        rows.append(Row(2, case, label, NOOP_LABEL, "CPU ms/call", block.cpu / block.calls * 1000,
                         floor_cpu, n=block.calls, detail=f"wall p50 {wall:.2f} vs {floor_wall:.2f} ms",
                         extra={"a_wall_p50_ms": wall, "b_wall_p50_ms": floor_wall, "b_calls": floor_block.calls}))
     return rows

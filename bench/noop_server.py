@@ -7,6 +7,7 @@ worker (section 6, many clients): uvicorn's h11 protocol, the SDK's session mana
 ``/mcp``, and ``/healthz``; no authentication, no store.
 
     .venv/bin/python bench/noop_server.py              # speaks MCP on stdin/stdout until stdin closes
+    .venv/bin/python bench/noop_server.py --armarius-stdio  # the same through Armarius's stdio transport
     .venv/bin/python bench/noop_server.py --http 8999  # serves http://127.0.0.1:8999/mcp until SIGTERM
 """
 
@@ -40,9 +41,15 @@ def server() -> Server[Any]:
     return Server("noop", version="1", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def serve_stdio() -> None:
+async def serve_stdio(armarius_transport: bool) -> None:
     noop = server()
-    async with stdio_server() as (read_stream, write_stream):
+    if armarius_transport:
+        from armarius.mcp.stdio import stdio_streams
+
+        streams = stdio_streams(2**25)
+    else:
+        streams = stdio_server()
+    async with streams as (read_stream, write_stream):
         await noop.run(read_stream, write_stream, noop.create_initialization_options())
 
 
@@ -77,8 +84,10 @@ def serve_http(port: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="An MCP server with one tool that does nothing.")
     parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on this port")
-    port = parser.parse_args().http
-    if port is None:
-        anyio.run(serve_stdio)
+    parser.add_argument("--armarius-stdio", action="store_true",
+                        help="over stdio, through Armarius's transport (armarius.mcp.stdio) instead of the SDK's")
+    options = parser.parse_args()
+    if options.http is None:
+        anyio.run(serve_stdio, options.armarius_stdio)
     else:
-        serve_http(port)
+        serve_http(options.http)
