@@ -27,7 +27,7 @@ and not timed.
    meaning), whose answers are not the floor's by design, is timed next to them.
 6. 32 concurrent MCP clients over streamable HTTP against `armarius serve`, a mixed workload
    (SQLite 50 % remember / 50 % recall; PostgreSQL 20 / 40 / 40 remember / recall / read), with 1
-   worker and with N workers (PostgreSQL only: SQLite refuses ``--workers``): ops/s, p50/p95/p99,
+   worker and with N workers: ops/s, p50/p95/p99,
    errors, server CPU per op. Every answer is checked; a wrong one counts as an error.
 
 It prints one table of ratios (A / B: below 1 means Armarius is faster or cheaper) and writes

@@ -17,14 +17,13 @@ import pytest
 
 from armarius.app import Armarius
 from armarius.config import Settings
-from tests.cli.test_cli import Cli
 from tests.cli.test_serve_cli import environment
 from tests.e2e.servers import ARMARIUS, free_port, wait_until_healthy
 from tests.e2e.test_demo_mcp import http_client, payload
 from tests.helpers import make_team
 
 pytestmark = pytest.mark.anyio
-POSTGRES = [pytest.param("postgresql", marks=pytest.mark.postgres)]
+ENGINES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 #: An access log line of a worker: uvicorn's, with the worker's pid.
 SERVED_BY = re.compile(r'\[(\d+)\] \S+ - "POST /mcp HTTP/1\.1" 200')
 
@@ -92,7 +91,7 @@ def wait_for(condition: Callable[[], bool], timeout: float = 20) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("settings", POSTGRES, indirect=True)
+@pytest.mark.parametrize("settings", ENGINES, indirect=True)
 async def test_two_workers_answer_mcp_clients_and_stop_together(app: Armarius, server: Server) -> None:
     team = make_team(app)
     workers = server.workers()
@@ -129,7 +128,7 @@ async def test_two_workers_answer_mcp_clients_and_stop_together(app: Armarius, s
     assert sum("Finished server process" in line for line in server.lines) == 2
 
 
-@pytest.mark.parametrize("settings", POSTGRES, indirect=True)
+@pytest.mark.parametrize("settings", ENGINES, indirect=True)
 def test_a_killed_worker_is_replaced_and_a_stopped_one_stops_the_server(server: Server) -> None:
     first, second = server.workers()
     os.kill(first, signal.SIGKILL)
@@ -141,11 +140,3 @@ def test_a_killed_worker_is_replaced_and_a_stopped_one_stops_the_server(server: 
     assert server.wait() == 0, "".join(server.lines)
     assert all(gone(pid) for pid in (first, second, replacement))
     assert any(f"Worker process {first} was killed by signal 9; starting another." in line for line in server.lines)
-
-
-def test_sqlite_serves_with_one_process_only(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path / "data")
-    result = Cli(settings)("serve", "--workers", "2", "--port", str(free_port()))
-    assert result.exit_code == 3
-    assert result.stderr.startswith("error [invalid_input]: --workers above 1 needs PostgreSQL")
-    assert "Serving on" not in result.stderr

@@ -27,7 +27,8 @@ INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
 def call(request_id: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}
 
 
 def text_of(answer: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Several `armarius serve` processes on one PostgreSQL database, raced by agents over real HTTP (issue 16).
+"""Several `armarius serve` processes on one store (a PostgreSQL database, or one SQLite file), raced by
+agents over real HTTP (issue 16).
 
 Two topologies: separate `armarius serve` commands on separate ports (MCP with sessions, each agent
 pinned to one process), and one `armarius serve --workers N` (MCP without sessions, the kernel
@@ -292,7 +293,7 @@ def logs(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("settings", [POSTGRES], indirect=True)
+@pytest.mark.parametrize("settings", ["sqlite", POSTGRES], indirect=True)
 @pytest.mark.parametrize("topology", ["processes", "workers"])
 async def test_several_server_processes_keep_every_promise(app: Armarius, settings: Settings,
                                                            teams: dict[str, Team], logs: Path, topology: str) -> None:

@@ -123,17 +123,11 @@ def _serve_http(app: Armarius, sockets: list[socket.socket]) -> None:
 @click.option("--host", help="Address to listen on (default from settings: 127.0.0.1).")
 @click.option("--port", type=PORT, help="Port (default from settings: 8765).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Server processes sharing the port (PostgreSQL only); MCP then runs without sessions.")
+              help="Server processes sharing the port; MCP then runs without sessions.")
 @pass_cli
 def serve(cli: CliContext, host: str | None, port: int | None, workers: int) -> None:
     """Serve MCP over streamable HTTP at /mcp, the JSON API at /api and /healthz."""
     host, port = host or cli.settings.host, port or cli.settings.port
-    if workers > 1 and cli.settings.database_url is None:
-        raise InvalidInput(
-            "--workers above 1 needs PostgreSQL: the embedded SQLite file takes one writer at a time, so more "
-            "processes would only queue for its lock (and time out as `storage_unavailable` under load). Serve "
-            "SQLite with one process, or set database.url (ARMARIUS_DATABASE_URL) to a PostgreSQL database.",
-            field="workers")
     if workers > 1 and not hasattr(os, "fork"):
         raise InvalidInput("--workers above 1 needs a system that can fork processes (Linux, macOS, BSD); run one "
                            "server process per port here.", field="workers")

@@ -15,6 +15,7 @@ side by side here:
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -33,6 +34,11 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from armarius.errors import InvalidInput, StorageUnavailable
+
+try:
+    import fcntl
+except ImportError:  # Windows: writers of other processes meet SQLite's busy handler
+    fcntl = None  # type: ignore[assignment]
 
 Dialect = Literal["sqlite", "postgresql"]
 Row = dict[str, Any]
@@ -325,18 +331,61 @@ def _sqlite_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> Row:
     return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
 
 
-#: One writer lock per SQLite file in this process: writers queue here, in order of arrival at the
-#: lock, instead of spinning in SQLite's busy handler (which sleeps and retries, so that under
-#: contention a writer may wait far longer than the writers before it need). Writers in other
-#: processes still meet the busy handler.
-_WRITERS: dict[Path, threading.Lock] = {}
+class _Writers:
+    """The writers' turn on one SQLite file: writers queue for it instead of spinning in SQLite's busy
+    handler, which sleeps and retries (1, 2, 5, … 100 ms), so that under contention a writer may wait far
+    longer than the writers before it need.
+
+    In this process the writers queue on a lock, in order of arrival. Across processes (the workers of
+    `armarius serve --workers N`, the CLI beside a server) the one waiting writer of each process holds
+    an advisory lock on a file beside the database (``<file>-writers``), trying it again at short
+    intervals (at most :data:`_WRITERS_PAUSE_MAX` seconds apart). Programs that are not Armarius meet
+    SQLite's busy handler, as before.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._lock = threading.Lock()
+        self._path = path.with_name(path.name + "-writers")
+        self._file: int | None = None
+
+    def acquire(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        if not self._lock.acquire(timeout=timeout):
+            return False
+        if fcntl is None:
+            return True
+        if self._file is None:
+            self._file = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        pause = _WRITERS_PAUSE_MIN
+        while True:
+            try:
+                fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if time.monotonic() + pause > deadline:
+                    self._lock.release()
+                    return False
+                time.sleep(pause)
+                pause = min(2 * pause, _WRITERS_PAUSE_MAX)
+
+    def release(self) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+        self._lock.release()
+
+
+_WRITERS_PAUSE_MIN, _WRITERS_PAUSE_MAX = 0.0001, 0.002
+#: The writers' turn of each SQLite file this process writes.
+_WRITERS: dict[Path, _Writers] = {}
 _WRITERS_LOCK = threading.Lock()
+# A forked process (a server's worker) takes its own turns: its parent's locks and file are not its own.
+os.register_at_fork(after_in_child=_WRITERS.clear)
 
 
-def _writer_lock(path: Path) -> threading.Lock:
+def _writers(path: Path) -> _Writers:
     key = path.resolve()
     with _WRITERS_LOCK:
-        return _WRITERS.setdefault(key, threading.Lock())
+        return _WRITERS.setdefault(key, _Writers(key))
 
 
 class SqliteDatabase(Database):
@@ -346,7 +395,7 @@ class SqliteDatabase(Database):
         if synchronous not in ("normal", "full"):
             raise ValueError(f"synchronous must be normal or full, not {synchronous!r}")
         self.path, self.synchronous = path, synchronous
-        self._writer = _writer_lock(path)
+        self._writer = _writers(path)
         self._local = threading.local()
         #: Every open connection, by the thread that uses it. A connection is closed with the database,
         #: or once its thread has ended: the server's worker threads come and go (anyio ends one idle for

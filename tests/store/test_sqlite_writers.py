@@ -1,0 +1,104 @@
+"""SQLite writers of several processes take turns on a file beside the database (store/engine.py's
+_Writers), not in SQLite's busy handler: a write waits while another process holds the turn, and is
+refused ``storage_unavailable`` only after the timeout, with nothing written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from armarius.errors import StorageUnavailable
+from armarius.store import engine
+from armarius.store.engine import SqliteDatabase
+
+#: Holds the writers' turn of the database named by argv[1] (the file lock only: no SQLite transaction)
+#: until a line arrives on stdin.
+HOLD_TURN = """
+import fcntl, os, sys
+turn = os.open(sys.argv[1] + "-writers", os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(turn, fcntl.LOCK_EX)
+print("holding", flush=True)
+sys.stdin.readline()
+"""
+
+#: A write through the store in a process that then forks: the child has no turn of its parent's.
+FORKED = """
+import os, sys
+from armarius.store import engine
+database = engine.SqliteDatabase(engine.Path(sys.argv[1]))
+with database.transaction(write=True) as tx:
+    tx.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+pid = os.fork()
+if pid == 0:
+    print(len(engine._WRITERS), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print(len(engine._WRITERS), flush=True)
+"""
+
+
+def rows(database: SqliteDatabase) -> list[int]:
+    with database.transaction() as tx:
+        return [int(row["x"]) for row in tx.all("SELECT x FROM t ORDER BY x")]
+
+
+def test_a_write_waits_for_another_process_holding_the_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "store.sqlite3"
+    database = SqliteDatabase(path)
+    with database.transaction(write=True) as tx:
+        tx.execute("CREATE TABLE t (x INTEGER)")
+    with subprocess.Popen([sys.executable, "-c", HOLD_TURN, str(path)], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as holder:
+        assert holder.stdin is not None
+        assert holder.stdout is not None
+        try:
+            assert holder.stdout.readline() == "holding\n"
+            monkeypatch.setattr(engine, "SQLITE_BUSY_TIMEOUT_MS", 200)
+            # SQLite's own lock is free: only the turn holds this write back.
+            with pytest.raises(StorageUnavailable), database.transaction(write=True) as tx:
+                tx.execute("INSERT INTO t VALUES (1)")
+            assert rows(database) == []
+            holder.stdin.write("done\n")
+            holder.stdin.flush()
+            assert holder.wait(timeout=30) == 0
+        finally:
+            if holder.poll() is None:
+                holder.kill()
+    with database.transaction(write=True) as tx:
+        tx.execute("INSERT INTO t VALUES (2)")
+    assert rows(database) == [2]
+    database.close()
+
+
+def test_a_refused_or_failed_write_gives_the_turn_back(tmp_path: Path) -> None:
+    """A write that fails inside its transaction (rolled back) releases the turn: the next goes through, and
+    a process that holds nothing can take the turn at once."""
+    path = tmp_path / "store.sqlite3"
+    database = SqliteDatabase(path)
+    with database.transaction(write=True) as tx:
+        tx.execute("CREATE TABLE t (x INTEGER)")
+    def failing_write() -> None:
+        with database.transaction(write=True) as tx:
+            tx.execute("INSERT INTO t VALUES (1)")
+            raise RuntimeError("the write fails")
+
+    with pytest.raises(RuntimeError):
+        failing_write()
+    probe = subprocess.run([sys.executable, "-c", "import fcntl, os, sys; fcntl.flock(os.open(sys.argv[1] + "
+                            "'-writers', os.O_RDWR), fcntl.LOCK_EX | fcntl.LOCK_NB)", str(path)], timeout=30,
+                           check=False)
+    assert probe.returncode == 0, "another process could not take the turn"
+    with database.transaction(write=True) as tx:
+        tx.execute("INSERT INTO t VALUES (2)")
+    assert rows(database) == [2]
+    database.close()
+
+
+def test_a_forked_process_takes_turns_of_its_own(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", FORKED, str(tmp_path / "store.sqlite3")], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "1"]
