@@ -224,10 +224,9 @@ class _Lines(ObjectReceiveStream[Item]):
             except ValidationError as refused:
                 if _refused_line(refused) is None:
                     return refused  # JSON, but no JSON-RPC message: the SDK deals with it
-            again = _read_again(text)
-            if not isinstance(again, types.JSONRPCError):
+            again = await _read_again_or_answer(text, self._answers)
+            if again is not None:
                 return self._unanswered.read(again)
-            await self._answers.send(SessionMessage(again))
 
     async def _skip_line(self, looked_at: int) -> types.JSONRPCError:
         """Skips a line over the limit to its end; the error that answers it."""
@@ -270,10 +269,9 @@ class _LinesReadAgain(ObjectReceiveStream[Item]):
             line = _refused_line(item)
             if line is None:
                 return self._unanswered.read(item)
-            again = _read_again(line)
-            if not isinstance(again, types.JSONRPCError):
+            again = await _read_again_or_answer(line, self._answers)
+            if again is not None:
                 return self._unanswered.read(again)
-            await self._answers.send(SessionMessage(again))
 
     async def aclose(self) -> None:
         await self._lines.aclose()
@@ -289,6 +287,15 @@ def _refused_line(item: Item) -> str | None:
         return None
     line = problems[0].get("input")
     return line if isinstance(line, str) else None
+
+
+async def _read_again_or_answer(line: str, answers: ObjectSendStream[SessionMessage]) -> SessionMessage | None:
+    """A line pydantic's parser refused, read again: its message, or None once an error answered it."""
+    again = _read_again(line)
+    if isinstance(again, types.JSONRPCError):
+        await answers.send(SessionMessage(again))
+        return None
+    return again
 
 
 def _read_again(line: str) -> SessionMessage | types.JSONRPCError:

@@ -346,7 +346,10 @@ class _Writers:
     def __init__(self, path: Path) -> None:
         self._lock = threading.Lock()
         self._path = path.with_name(path.name + "-writers")
+        #: The lock file, opened by this process (a descriptor inherited through a fork would share the
+        #: parent's lock: the child opens its own).
         self._file: int | None = None
+        self._opened_by = 0
 
     def acquire(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -354,8 +357,8 @@ class _Writers:
             return False
         if fcntl is None:
             return True
-        if self._file is None:
-            self._file = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        if self._file is None or self._opened_by != os.getpid():
+            self._file, self._opened_by = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600), os.getpid()
         pause = _WRITERS_PAUSE_MIN
         while True:
             try:
@@ -373,13 +376,23 @@ class _Writers:
             fcntl.flock(self._file, fcntl.LOCK_UN)
         self._lock.release()
 
+    def close(self) -> None:
+        """Closes the lock file (between two writes of this process; the next write opens it again)."""
+        if self._lock.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
+            try:
+                if self._file is not None and self._opened_by == os.getpid():
+                    os.close(self._file)
+                self._file = None
+            finally:
+                self._lock.release()
+
 
 _WRITERS_PAUSE_MIN, _WRITERS_PAUSE_MAX = 0.0001, 0.002
 #: The writers' turn of each SQLite file this process writes.
 _WRITERS: dict[Path, _Writers] = {}
 _WRITERS_LOCK = threading.Lock()
-# A forked process (a server's worker) takes its own turns: its parent's locks and file are not its own.
-os.register_at_fork(after_in_child=_WRITERS.clear)
+if hasattr(os, "register_at_fork"):  # a forked process (a server's worker) starts with turns of its own
+    os.register_at_fork(after_in_child=_WRITERS.clear)
 
 
 def _writers(path: Path) -> _Writers:
@@ -459,6 +472,7 @@ class SqliteDatabase(Database):
                 connection.close()
             self._all.clear()
         self._local = threading.local()
+        self._writer.close()
 
 
 class PostgresDatabase(Database):
