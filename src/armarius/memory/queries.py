@@ -227,10 +227,12 @@ def match_expression(dialect: str, groups: Sequence[Sequence[str]]) -> str:
     return " | ".join("(" + " & ".join(f"'{word}'" for word in group) + ")" for group in groups)
 
 
-def search(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Sequence[str]) -> list[Row]:
-    """Ranked hits with their bodies and word maps, best first (memory.snippets cuts the snippet from
-    a body, reading only the parts of it that its word map, written with it, says may hold a query word;
-    entry_word_maps is a table of its own, as a column after SQLite's long ones is read by paging through them).
+def search(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Sequence[str],
+           ids_only: bool = False) -> list[Row]:
+    """Ranked hits with their bodies and word maps (``ids_only``: their ids alone), best first
+    (memory.snippets cuts the snippet from a body, reading only the parts of it that its word map,
+    written with it, says may hold a query word; entry_word_maps is a table of its own, as a column
+    after SQLite's long ones is read by paging through them).
 
     SQLite: FTS5 ranks inside the index (``rank MATCH 'bm25(…)'``), so entries are joined only
     for the rows returned; CROSS JOIN keeps the index as the outer loop (the planner would
@@ -247,24 +249,27 @@ def search(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Seq
     row's hits and ts_headline() parses the whole body (see memory.snippets).
     """
     workspace = tx.require_workspace()
+    columns, word_maps = (_HIT_IDS, "") if ids_only else (_HIT_COLUMNS, _WORD_MAPS)
     if tx.dialect == "sqlite":
         filters, params = _recall_filters(workspace, curated_only=curated_only, tags=tags)
         return tx.all(
-            "SELECT e.slug, e.title, e.revision, e.curated_revision, e.body, m.word_map "
-            "FROM entries_fts CROSS JOIN entries e ON e.id = entries_fts.rowid "
-            "LEFT JOIN entry_word_maps m ON m.entry_id = e.id "
+            f"SELECT {columns} FROM entries_fts CROSS JOIN entries e ON e.id = entries_fts.rowid {word_maps}"
             f"WHERE entries_fts MATCH ? AND entries_fts.rank MATCH ? AND e.workspace_id = ?{filters} "
             "ORDER BY entries_fts.rank LIMIT ?",
             (expression, _BM25_WEIGHTS, workspace, *params, limit),
         )
     return tx.all(
-        "SELECT e.slug, e.title, e.revision, e.curated_revision, e.body, m.word_map "
-        "FROM armarius_search_entries(to_tsquery('simple', ?), ?, ?, ?, ?) hit "
-        "JOIN entries e ON e.id = hit.entry_id AND e.workspace_id = ? "
-        "LEFT JOIN entry_word_maps m ON m.entry_id = e.id AND m.workspace_id = e.workspace_id "
+        f"SELECT {columns} FROM armarius_search_entries(to_tsquery('simple', ?), ?, ?, ?, ?) hit "
+        f"JOIN entries e ON e.id = hit.entry_id AND e.workspace_id = ? {word_maps}"
         "ORDER BY hit.rank DESC, hit.entry_id",
         (expression, limit, curated_only, list(tags), max(limit, RANK_CANDIDATES), workspace),
     )
+
+
+#: What recall shows of an entry (and its word map, for the snippet), or only which entry it is.
+_HIT_COLUMNS = "e.id, e.slug, e.title, e.revision, e.curated_revision, e.body, m.word_map"
+_HIT_IDS = "e.id"
+_WORD_MAPS = "LEFT JOIN entry_word_maps m ON m.entry_id = e.id AND m.workspace_id = e.workspace_id "
 
 
 def similar_candidates(tx: Tx, expression: str, limit: int) -> list[Entry]:
@@ -374,18 +379,19 @@ def existing_slugs(tx: Tx, slugs: Sequence[str]) -> set[str]:
     return {row["slug"] for row in rows}
 
 
-def recall_rows(tx: Tx, entry_ids: Sequence[int], *, curated_only: bool, tags: Sequence[str]) -> dict[int, Row]:
+def recall_rows(tx: Tx, entry_ids: Sequence[int], *, curated_only: bool, tags: Sequence[str],
+                ids_only: bool = False) -> dict[int, Row]:
     """The entries among ``entry_ids`` that pass recall's filters, as search returns them, by id."""
     if not entry_ids:
         return {}
     workspace = tx.require_workspace()
     filters, params = _recall_filters(workspace, curated_only=curated_only, tags=tags)
+    columns, word_maps = (_HIT_IDS, "") if ids_only else (_HIT_COLUMNS, _WORD_MAPS)
     # The ids pick the rows: SQLite would otherwise walk the workspace's index ("+" keeps it off that column),
     # reading every entry of the workspace to find a few (20 ms at 100,000 entries).
     scope = "+e.workspace_id" if tx.dialect == "sqlite" else "e.workspace_id"
     rows = tx.all(
-        "SELECT e.id, e.slug, e.title, e.revision, e.curated_revision, e.body, m.word_map FROM entries e "
-        "LEFT JOIN entry_word_maps m ON m.entry_id = e.id AND m.workspace_id = e.workspace_id "
+        f"SELECT {columns} FROM entries e {word_maps}"
         f"WHERE {scope} = ? AND e.id IN ({', '.join('?' for _ in entry_ids)}){filters}",
         (workspace, *entry_ids, *params),
     )

@@ -108,31 +108,36 @@ class MemoryService:
         by_words, by_meaning = mode != "semantic", mode != "lexical" and self.vectors is not None
         if not terms:
             return {"query": query, "mode": mode, "match": "none", "results": [], "evidence": []}
-        pool = max(limit, FUSION_CANDIDATES) if by_words and by_meaning else limit
+        # Fused, the two rankings' candidates are ranked by their ids alone, and only the entries shown are read.
+        fused = by_words and by_meaning
+        pool = max(limit, FUSION_CANDIDATES) if fused else limit
         units: list[dict[str, Any]] = []
         match, rows, near = "none", list[Row](), list[Row]()
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             if by_words:
                 match, rows = "all", queries.search(
                     tx, queries.match_expression(tx.dialect, [terms]), limit=pool, curated_only=curated_only,
-                    tags=wanted_tags,
+                    tags=wanted_tags, ids_only=fused,
                 )
                 if not rows and len(terms) > 1:
                     match, rows = "any", queries.search(
                         tx, queries.match_expression(tx.dialect, [[term] for term in terms]), limit=pool,
-                        curated_only=curated_only, tags=wanted_tags,
+                        curated_only=curated_only, tags=wanted_tags, ids_only=fused,
                     )
             if by_meaning:
-                near = self._nearest(tx, query, pool, curated_only=curated_only, tags=wanted_tags)
+                near = self._nearest(tx, query, pool, curated_only=curated_only, tags=wanted_tags, ids_only=fused)
+            # Entries holding only some of the words are weaker evidence than those holding all of them.
+            ranked = _fuse([("lexical", rows, 1.0 if match == "all" else ANY_WORD_WEIGHT), ("semantic", near, 1.0)],
+                           limit)
+            if fused:
+                shown = queries.recall_rows(tx, [row["id"] for row, _ in ranked], curated_only=False, tags=())
+                ranked = [(shown[row["id"]], found) for row, found in ranked]
             # Active evidence units (a human reviewed and activated each), matched by their words; they carry
             # no tags, so a search by tags finds none.
             if self.evidence is not None and not wanted_tags:
                 units = self.evidence.search(actor, [terms], limit=limit, within=tx)
                 if not units and len(terms) > 1:
                     units = self.evidence.search(actor, [[term] for term in terms], limit=limit, within=tx)
-        # Entries holding only some of the words are weaker evidence than those holding all of them.
-        ranked = _fuse([("lexical", rows, 1.0 if match == "all" else ANY_WORD_WEIGHT), ("semantic", near, 1.0)],
-                       limit)
         results = [{
             "slug": row["slug"], "title": row["title"], "snippet": snippet(row["body"], terms, row["word_map"]),
             "revision": row["revision"], "curated": row["curated_revision"] == row["revision"], "ranked_by": found,
@@ -143,16 +148,19 @@ class MemoryService:
             match = "meaning" if results else "none"
         return {"query": query, "mode": mode, "match": match, "results": results, "evidence": evidence}
 
-    def _nearest(self, tx: Tx, query: str, limit: int, *, curated_only: bool, tags: tuple[str, ...]) -> list[Row]:
+    def _nearest(self, tx: Tx, query: str, limit: int, *, curated_only: bool, tags: tuple[str, ...],
+                 ids_only: bool = False) -> list[Row]:
         """The entries closest in meaning to the query that pass recall's filters, best first; none below
-        SEMANTIC_FLOOR (a query about nothing the workspace holds finds nothing)."""
+        SEMANTIC_FLOOR (a query about nothing the workspace holds finds nothing). ``ids_only``: their ids alone
+        (the vectors are the workspace's own, and entries are never deleted: without filters, nothing to read)."""
         assert self.vectors is not None
         # Filters apply after ranking, so rank more when they may drop some.
         wanted = limit * 4 if curated_only or tags else limit
-        near = [(entry_id, score) for entry_id, score in self.vectors.nearest(tx, query, wanted)
-                if score >= SEMANTIC_FLOOR]
-        rows = queries.recall_rows(tx, [entry_id for entry_id, _ in near], curated_only=curated_only, tags=tags)
-        return [rows[entry_id] for entry_id, _ in near if entry_id in rows][:limit]
+        near = [entry_id for entry_id, score in self.vectors.nearest(tx, query, wanted) if score >= SEMANTIC_FLOOR]
+        if ids_only and not (curated_only or tags):
+            return [{"id": entry_id} for entry_id in near[:limit]]
+        rows = queries.recall_rows(tx, near, curated_only=curated_only, tags=tags, ids_only=ids_only)
+        return [rows[entry_id] for entry_id in near if entry_id in rows][:limit]
 
     def read(self, actor: Actor, slug: str, revision: int | None = None) -> dict[str, Any]:
         actor.require(Permission.MEMORY_READ)
@@ -632,14 +640,14 @@ def _diff(slug: str, old: dict[str, Any], new: dict[str, Any], *, old_note: str 
 def _fuse(rankings: list[tuple[str, list[Row], float]], limit: int) -> list[tuple[Row, list[str]]]:
     """Weighted reciprocal rank fusion: the best ``limit`` entries of the rankings (name, rows best first,
     weight), each with the names of the rankings that found it."""
-    scores: dict[str, float] = {}
-    rows: dict[str, Row] = {}
-    found: dict[str, list[str]] = {}
+    scores: dict[int, float] = {}
+    rows: dict[int, Row] = {}
+    found: dict[int, list[str]] = {}
     for name, ranking, weight in rankings:
         for place, row in enumerate(ranking, 1):
-            slug = row["slug"]
-            scores[slug] = scores.get(slug, 0.0) + weight / (FUSION_K + place)
-            rows.setdefault(slug, row)
-            found.setdefault(slug, []).append(name)
-    best = sorted(scores, key=lambda slug: -scores[slug])[:limit]
-    return [(rows[slug], found[slug]) for slug in best]
+            entry = row["id"]
+            scores[entry] = scores.get(entry, 0.0) + weight / (FUSION_K + place)
+            rows.setdefault(entry, row)
+            found.setdefault(entry, []).append(name)
+    best = sorted(scores, key=lambda entry: -scores[entry])[:limit]
+    return [(rows[entry], found[entry]) for entry in best]
