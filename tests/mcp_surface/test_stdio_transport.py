@@ -17,7 +17,7 @@ import pytest
 from armarius.config import Settings
 from armarius.mcp.limits import request_body_max_bytes
 from tests.e2e.servers import agent_token
-from tests.security.fuzz_world import HANG_SECONDS, RawSession, dumps_escaped
+from tests.security.fuzz_world import HANG_SECONDS, dumps_escaped, raw_stdio
 
 pytestmark = pytest.mark.anyio
 
@@ -42,36 +42,21 @@ async def test_a_line_over_the_limit_is_answered_for_its_id_and_the_next_is_read
     data = tmp_path / "data"
     token = agent_token(data)
     limit = request_body_max_bytes(Settings(data_dir=data))
-    command = [sys.executable, "-m", "armarius", "--data-dir", str(data), "mcp"]
-    with (tmp_path / "server.log").open("wb") as log:
-        async with await anyio.open_process(command, env={**os.environ, "ARMARIUS_TOKEN": token},
-                                            stderr=log) as process:
-            assert process.stdin is not None
-            assert process.stdout is not None
-            stdin, stdout = process.stdin, anyio.streams.buffered.BufferedByteReceiveStream(process.stdout)
-
-            async def write(message: dict[str, Any]) -> None:
-                await stdin.send((dumps_escaped(message) + "\n").encode("ascii"))
-
-            async def read() -> dict[str, Any]:
-                return dict(json.loads(await stdout.receive_until(b"\n", 2**20)))
-
-            raw = RawSession(write, read)
-            with anyio.fail_after(60):
-                await raw.start()
-            frame = json.dumps(call(77, "whoami", {"pad": ""})).encode()
-            padded = frame.replace(b'"pad": ""', b'"pad": "' + b"x" * (limit + 1 - len(frame)) + b'"')
-            assert len(padded) == limit + 1
-            with anyio.fail_after(HANG_SECONDS):
-                await stdin.send(padded + b"\n")
-                refused = await read()
-                after = await raw.call("whoami", {})
-                last = [call(number, "whoami", {}) if number % 2 else call(number, "recall", {"query": "deploy"})
-                        for number in range(78, 100)]
-                await stdin.send("\n".join(map(json.dumps, last)).encode())  # the last without a line end
-                await stdin.aclose()
-                answered = {answer["id"]: answer for answer in [await read() for _ in last]}
-                assert await process.wait() == 0
+    async with raw_stdio(data, {"ARMARIUS_TOKEN": token}, tmp_path / "server.log") as (process, raw):
+        assert process.stdin is not None
+        frame = json.dumps(call(77, "whoami", {"pad": ""})).encode()
+        padded = frame.replace(b'"pad": ""', b'"pad": "' + b"x" * (limit + 1 - len(frame)) + b'"')
+        assert len(padded) == limit + 1
+        with anyio.fail_after(HANG_SECONDS):
+            await process.stdin.send(padded + b"\n")
+            refused = await raw.read()
+            after = await raw.call("whoami", {})
+            last = [call(number, "whoami", {}) if number % 2 else call(number, "recall", {"query": "deploy"})
+                    for number in range(78, 100)]
+            await process.stdin.send("\n".join(map(json.dumps, last)).encode())  # the last without a line end
+            await process.stdin.aclose()
+            answered = {answer["id"]: answer for answer in [await raw.read() for _ in last]}
+            assert await process.wait() == 0
     assert refused["id"] == 77
     assert refused["error"]["code"] == -32600
     assert str(limit) in refused["error"]["message"]

@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests.e2e.servers import run_cli
+from tests.e2e.servers import agent_token
 from tests.research import world as game
 from tests.research.repos import write_config
 from tests.research.world import WorldServer
@@ -19,20 +19,9 @@ from tests.research.world import WorldServer
 pytestmark = pytest.mark.anyio
 
 
-def prepared_data_folder(folder: Path) -> str:
-    """An initialized data folder with workspace alpha and a reader agent; its token."""
-    for command in (["init"], ["workspace", "add", "alpha"],
-                    ["principal", "add", "bot", "--kind", "agent", "--workspace", "alpha", "--role", "reader"]):
-        assert run_cli(*command, data_dir=folder).returncode == 0
-    issued = run_cli("--json", "token", "issue", "bot", "--workspace", "alpha", data_dir=folder)
-    assert issued.returncode == 0, issued.stderr
-    token: str = json.loads(issued.stdout)["token"]
-    return token
-
-
 async def test_an_agent_reads_rows_over_stdio(world_server: WorldServer, tmp_path: Path) -> None:
     data = tmp_path / "data"
-    token = prepared_data_folder(data)
+    token = agent_token(data)
     write_config(data / "research.toml", databases=[game.database_entry(world_server)])
     parameters = StdioServerParameters(
         command=sys.executable, args=["-m", "armarius", "--data-dir", str(data), "mcp"],

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.streams.buffered
 import mcp_types as types
 from mcp import Client
@@ -302,14 +303,13 @@ class _Token:
 
 
 @asynccontextmanager
-async def over_stdio(data_dir: Path, environment: dict[str, str], log: Path) -> AsyncIterator[tuple[Client, Send]]:
-    """``armarius mcp`` in a subprocess through the SDK's stdio client; what that client refuses to
-    write goes, as JSON lines written by hand, to a second ``armarius mcp``."""
+async def raw_stdio(data_dir: Path, environment: dict[str, str], log: Path
+                    ) -> AsyncIterator[tuple[anyio.abc.Process, RawSession]]:
+    """``armarius mcp`` in a subprocess, spoken to in JSON lines written by hand: the process (its stdin
+    takes raw bytes too) and a started RawSession over its stdin and stdout."""
     command = [sys.executable, "-m", "armarius", "--data-dir", str(data_dir), "mcp"]
-    parameters = StdioServerParameters(command=command[0], args=command[1:], env=environment)
     with log.open("ab") as errors:
-        async with Client(parameters) as client, await anyio.open_process(
-                command, env={**os.environ, **environment}, stderr=errors) as process:
+        async with await anyio.open_process(command, env={**os.environ, **environment}, stderr=errors) as process:
             assert process.stdin is not None
             assert process.stdout is not None
             lines = anyio.streams.buffered.BufferedByteReceiveStream(process.stdout)
@@ -322,14 +322,25 @@ async def over_stdio(data_dir: Path, environment: dict[str, str], log: Path) -> 
                 return dict(json.loads(await lines.receive_until(b"\n", 2**26)))
 
             raw = RawSession(write, read)
-            await raw.start()
+            with anyio.fail_after(60):
+                await raw.start()
+            yield process, raw
 
-            async def send(tool: str, arguments: dict[str, Any]) -> Reply:
-                if _sdk_serializes(tool, arguments, as_json=True):
-                    return _reply(await client.call_tool(tool, arguments))
-                return await raw.call(tool, arguments)
 
-            yield client, send
+@asynccontextmanager
+async def over_stdio(data_dir: Path, environment: dict[str, str], log: Path) -> AsyncIterator[tuple[Client, Send]]:
+    """``armarius mcp`` in a subprocess through the SDK's stdio client; what that client refuses to
+    write goes, as JSON lines written by hand, to a second ``armarius mcp``."""
+    command = [sys.executable, "-m", "armarius", "--data-dir", str(data_dir), "mcp"]
+    parameters = StdioServerParameters(command=command[0], args=command[1:], env=environment)
+    async with Client(parameters) as client, raw_stdio(data_dir, environment, log) as (_process, raw):
+
+        async def send(tool: str, arguments: dict[str, Any]) -> Reply:
+            if _sdk_serializes(tool, arguments, as_json=True):
+                return _reply(await client.call_tool(tool, arguments))
+            return await raw.call(tool, arguments)
+
+        yield client, send
 
 
 # --- the prober -------------------------------------------------------------------------------------

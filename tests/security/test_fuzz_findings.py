@@ -12,8 +12,6 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,7 @@ from tests.helpers import make_team
 from tests.research.conftest import research_app  # noqa: F401  (a fixture used here)
 from tests.research.repos import Repo
 from tests.security.fuzz_values import nest
-from tests.security.fuzz_world import HANG_SECONDS, RawSession, Reply, dumps_escaped, in_memory
+from tests.security.fuzz_world import HANG_SECONDS, Reply, in_memory, raw_stdio
 
 pytestmark = [pytest.mark.security, pytest.mark.anyio]
 
@@ -76,34 +74,18 @@ async def test_stdio_answers_every_request_its_json_parser_refuses(tmp_path: Pat
     take); nesting deeper than any parser here reads is a JSON-RPC parse error; a line with no id at
     all changes nothing for the next."""
     data = tmp_path / "data"
-    token = agent_token(data)
-    command = [sys.executable, "-m", "armarius", "--data-dir", str(data), "mcp"]
-    with (tmp_path / "server.log").open("wb") as log:
-        async with await anyio.open_process(command, env={**os.environ, "ARMARIUS_TOKEN": token},
-                                            stderr=log) as process:
-            assert process.stdin is not None
-            assert process.stdout is not None
-            stdin, stdout = process.stdin, anyio.streams.buffered.BufferedByteReceiveStream(process.stdout)
-
-            async def write(message: dict[str, Any]) -> None:
-                await stdin.send((dumps_escaped(message) + "\n").encode("ascii"))
-
-            async def read() -> dict[str, Any]:
-                return dict(json.loads(await stdout.receive_until(b"\n", 2**26)))
-
-            raw = RawSession(write, read)
-            with anyio.fail_after(60):
-                await raw.start()
-            answers = []
-            for arguments in ({"query": "lone \ud800 surrogate"}, {"query": nest("x", 210, False)},
-                              {"query": nest("x", 900, True)}, {"query": nest("x", 5000, False)},
-                              {"query": float("nan")}):
-                await stdin.send(b'{"jsonrpc": "2.0", "method": "tools/call", "params": \n')  # no id, not JSON
-                with anyio.fail_after(HANG_SECONDS):
-                    answers.append(await raw.request("tools/call", {"name": "recall", "arguments": arguments}))
+    async with raw_stdio(data, {"ARMARIUS_TOKEN": agent_token(data)}, tmp_path / "server.log") as (process, raw):
+        assert process.stdin is not None
+        answers = []
+        for arguments in ({"query": "lone \ud800 surrogate"}, {"query": nest("x", 210, False)},
+                          {"query": nest("x", 900, True)}, {"query": nest("x", 5000, False)},
+                          {"query": float("nan")}):
+            await process.stdin.send(b'{"jsonrpc": "2.0", "method": "tools/call", "params": \n')  # no id, not JSON
             with anyio.fail_after(HANG_SECONDS):
-                still = await raw.call("whoami", {})
-            process.terminate()
+                answers.append(await raw.request("tools/call", {"name": "recall", "arguments": arguments}))
+        with anyio.fail_after(HANG_SECONDS):
+            still = await raw.call("whoami", {})
+        process.terminate()
     deeper = answers.pop(3)
     refusals = [json.loads(answer["result"]["content"][0]["text"])["details"] for answer in answers]
     assert refusals == [{"field": "query", "rule": "unicode"}, {"field": "query", "rule": "nesting"},
