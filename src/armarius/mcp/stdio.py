@@ -12,9 +12,9 @@ and fd 1 point at the null device and at stderr while it serves (a child process
 stray print misses the wire), and their blocking mode and targets are restored afterwards. Anything
 else on stdin or stdout (a terminal, a file) is served by the SDK's transport.
 
-A request line longer than :func:`armarius.mcp.limits.request_body_max_bytes` (the HTTP limit) is
-not read: it is skipped to its end and answered with an error for its id, as far as the line's start
-names it. At the end of stdin the requests read are answered before the server ends (for at most
+On pipes, a request line longer than :func:`armarius.mcp.limits.request_body_max_bytes` (the HTTP
+limit) is not read: it is skipped to its end and answered with an error for its id, as far as the
+line's start names it. On either transport, at the end of stdin the requests read are answered before the server ends (for at most
 :data:`END_ANSWERS_SECONDS`; a request the client cancelled is not waited for): a client that sends its
 last request and closes stdin, or ``armarius mcp < requests.jsonl``, gets every answer.
 
