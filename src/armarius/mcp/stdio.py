@@ -14,9 +14,10 @@ else on stdin or stdout (a terminal, a file) is served by the SDK's transport.
 
 On pipes, a request line longer than :func:`armarius.mcp.limits.request_body_max_bytes` (the HTTP
 limit) is not read: it is skipped to its end and answered with an error for its id, as far as the
-line's start names it. On either transport, at the end of stdin the requests read are answered before the server ends (for at most
-:data:`END_ANSWERS_SECONDS`; a request the client cancelled is not waited for): a client that sends its
-last request and closes stdin, or ``armarius mcp < requests.jsonl``, gets every answer.
+line's start names it. On either transport, at the end of stdin the requests read are answered
+before the server ends (for at most :data:`END_ANSWERS_SECONDS`; a request the client cancelled is
+not waited for): a client that sends its last request and closes stdin, or ``armarius mcp <
+requests.jsonl``, gets every answer.
 
 Every request gets an answer. pydantic's JSON parser, which reads each line, refuses some valid JSON (a
 lone-surrogate escape such as ``"\\ud800"``; nesting deeper than about 200 levels, which the SDK's own
