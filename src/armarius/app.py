@@ -52,6 +52,7 @@ class Armarius:
             tx.scalar("SELECT 1 AS ok")
 
     def close(self) -> None:
+        self.sessions.shutdown()
         if self.research is not None:
             self.research.close()
         self.database.close()

@@ -76,5 +76,9 @@ class SessionPath:
         answer.pop("repeat_of"), answer.pop("budget_left")
         return answer
 
+    def close(self) -> None:
+        self.sessions.shutdown()
+        self.research.close()
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.research, name)

@@ -47,7 +47,7 @@ from armarius.errors import (
     ResearchUnavailable,
     SessionBlocked,
 )
-from armarius.research.captures import Capture, write_capture
+from armarius.research.captures import Capture, SpareFiles, write_capture
 from armarius.research.model import EnrichmentConfig
 from armarius.research.service import Answer, ResearchService, validate_query
 from armarius.sessions import queries, refusals, views
@@ -88,6 +88,15 @@ class SessionService:
     evidence_dir: Path
     limits: SessionLimits = field(default_factory=SessionLimits)
     clock: Callable[[], datetime] = _now
+    #: Empty files made ahead for the capture files (``<evidence>/.spare``: no workspace is named so).
+    _spares: SpareFiles = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._spares = SpareFiles(self.evidence_dir / ".spare")
+
+    def shutdown(self) -> None:
+        """Stop making spare files (on the application's close)."""
+        self._spares.close()
 
     # Opening and reading --------------------------------------------------------------------------
 
@@ -562,7 +571,7 @@ class SessionService:
         running: nothing consumed). The file, a mirror, is written before the commit, while the record's
         statements are on their way (PostgreSQL)."""
         capture = answer.capture
-        tx.meanwhile(partial(write_capture, self.session_folder(actor.workspace, session_id), capture))
+        tx.meanwhile(partial(write_capture, self.session_folder(actor.workspace, session_id), capture, self._spares))
         seq, repeat_of, new, left = queries.insert_record(
             tx, session_id, capture_id=capture.id, content=capture.content.decode("utf-8"), request=answer.request,
             principal_id=actor.principal_id, actor=actor.audit_name, at=at, enrichment_revision=enrichment,
