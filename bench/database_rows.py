@@ -17,16 +17,17 @@ stdio):
 
 * **bare**: one persistent autocommit PyMySQL connection as the reader, the statement Armarius
   builds (backtick-quoted columns, ``ORDER BY `id` ASC``, ``LIMIT 101 OFFSET 0``), ``fetchall``.
-* **service**: ``ResearchService.query(arguments)`` without an actor: validation, the driver (its own
-  read-only transaction per statement), JSON conversion, the capture (hashed, written once).
-* **recorded**: ``ResearchService.query(arguments, actor)`` in an opened app (SQLite data folder):
-  as ``service`` plus the capture row and the audit entry in the app database, as over MCP.
-* **stdio**: ``project_query`` through ``armarius mcp`` with the SDK's client.
+* **service**: ``ResearchService.query(arguments)``: validation, the driver (its own read-only
+  transaction per statement), JSON conversion, the capture (hashed, written nowhere).
+* **session**: ``SessionService.query(actor, session, arguments)`` in an opened app (SQLite data
+  folder): as ``service`` plus the reservation, the capture file, the capture row, the evidence record
+  and the audit event, as over MCP.
+* **stdio**: ``project_query`` of a session through ``armarius mcp`` with the SDK's client.
 
-"same" repeats the identical query: after the first call the capture already exists and only an
-existence check is made. "varying" cycles through 2,000 (faction, level) pairs, a distinct query per
-call and layer, so every call writes a new capture file; its bare figure runs the
-service's pairs. The target: service p50 <= 1.5x bare p50.
+"same" repeats the identical query: after the first call the capture already exists (its file is
+left as it is; the session records a repeat). "varying" cycles through 2,000 (faction, level)
+pairs, a distinct query per call and layer, so every call writes a new capture; its bare figure
+runs the service's pairs. The target: service p50 <= 1.5x bare p50.
 
     .venv/bin/python bench/database_rows.py [--rows 1000000] [--iterations 300] [--scan-iterations 15]
                                             [--warmup 30] [--no-stdio] [--profile N]
@@ -41,6 +42,7 @@ import argparse
 import asyncio
 import cProfile
 import io
+import json
 import os
 import pstats
 import random
@@ -80,6 +82,7 @@ NEEDLE_EVERY = 20_000
 PAGE = 100
 TARGET_RATIO = 1.5
 BY = "operator:bench"
+SESSION_BUDGET = 1_000_000
 SEED = 20261129
 
 
@@ -241,7 +244,7 @@ class Workload:
     matched: str = ""
 
 
-LAYERS = ("bare", "service", "recorded", "stdio")
+LAYERS = ("bare", "service", "session", "stdio")
 
 
 # --- the layers -----------------------------------------------------------------------------------
@@ -281,6 +284,11 @@ def agent(app: Armarius) -> tuple[str, Actor]:
 
 async def measure(workloads: list[Workload], connection: Any, service: ResearchService, app: Armarius,
                   actor: Actor, client: Client | None, warmup: int) -> None:
+    session = app.sessions.open(actor, "database_rows.py", budget=SESSION_BUDGET)["session"]
+    remote = None
+    if client is not None:
+        opened = await client.call_tool("session_open", {"subject": "database_rows.py", "budget": SESSION_BUDGET})
+        remote = json.loads(opened.content[0].text)["session"]  # type: ignore[union-attr]
     for workload in workloads:
         layers = [layer for layer in LAYERS if layer != "stdio" or client is not None]
         workload.samples = {layer: [] for layer in layers}
@@ -293,12 +301,11 @@ async def measure(workloads: list[Workload], connection: Any, service: ResearchS
                     bare_call(connection, query)
                 elif layer == "service":
                     answer = service.query(query.arguments)
-                elif layer == "recorded":
-                    assert app.research is not None
-                    app.research.query(query.arguments, actor)
+                elif layer == "session":
+                    app.sessions.query(actor, session, query.arguments)
                 else:
                     assert client is not None
-                    result = await client.call_tool("project_query", {"arguments": query.arguments})
+                    result = await client.call_tool("project_query", {"session": remote, "arguments": query.arguments})
                 elapsed = time.perf_counter() - started
                 if layer == "stdio" and result.is_error:
                     raise RuntimeError(f"project_query failed: {result.content}")
@@ -316,7 +323,7 @@ async def measure(workloads: list[Workload], connection: Any, service: ResearchS
 
 def report(workloads: list[Workload]) -> None:
     header = (f"{'query':<22} {'n':>4} {'bare p50':>9} {'p95':>7} {'service p50':>12} {'p95':>7} {'ratio':>6} "
-              f"{'recorded p50':>13} {'stdio p50':>10} {'p95':>7} {'ratio':>6} {'bytes':>7}")
+              f"{'session p50':>13} {'stdio p50':>10} {'p95':>7} {'ratio':>6} {'bytes':>7}")
     print(header)
     print("-" * len(header))
     for workload in workloads:
@@ -326,7 +333,7 @@ def report(workloads: list[Workload]) -> None:
                  if "stdio" in p50 else f"{'-':>10} {'-':>7} {'-':>6}")
         print(f"{workload.label:<22} {workload.iterations:>4} {p50['bare']:>9.2f} {p95['bare']:>7.2f} "
               f"{p50['service']:>12.2f} {p95['service']:>7.2f} {p50['service'] / p50['bare']:>5.2f}x "
-              f"{p50['recorded']:>13.2f} {stdio} {workload.answer_bytes.get('service', 0):>7}")
+              f"{p50['session']:>13.2f} {stdio} {workload.answer_bytes.get('service', 0):>7}")
     print()
     print("milliseconds; ratio = layer p50 / bare p50; bytes = canonical JSON of the service's result")
     for workload in workloads:
@@ -390,8 +397,9 @@ def main() -> None:
         base = Path(folder)
         toml = research_toml(base, bench)
         environ = {PASSWORD_ENV: bench.password}
-        service = ResearchService(load_research_config(toml, environ), evidence_dir=base / "evidence")
-        settings = Settings(data_dir=base / "data", research_config=toml, environ=environ)
+        service = ResearchService(load_research_config(toml, environ))
+        settings = Settings(data_dir=base / "data", research_config=toml, environ=environ,
+                            session_max_budget=SESSION_BUDGET)
         initialize(settings)
         app = open_app(settings)
         connection = pymysql.connect(host=bench.host, port=bench.port, user=bench.user, password=bench.password,
@@ -402,7 +410,8 @@ def main() -> None:
                                contains_count()])
             parameters = StdioServerParameters(
                 command=sys.executable, args=["-m", "armarius", "--data-dir", str(settings.data_dir), "mcp"],
-                env={"ARMARIUS_TOKEN": token, "ARMARIUS_RESEARCH_CONFIG": str(toml), **environ},
+                env={"ARMARIUS_TOKEN": token, "ARMARIUS_RESEARCH_CONFIG": str(toml),
+                     "ARMARIUS_SESSION_MAX_BUDGET": str(SESSION_BUDGET), **environ},
             )
 
             async def run() -> None:
