@@ -173,6 +173,45 @@ async def test_a_store_read_runs_on_the_event_loop_only_on_sqlite(app: Armarius)
     assert (read_thread == loop_thread) == (app.database.dialect == "sqlite")
 
 
+async def test_a_store_write_runs_on_the_event_loop_only_on_sqlite_while_nobody_writes(app: Armarius) -> None:
+    """Over stdio (``writes_on_loop``) a store write runs on the event loop when the writers' turn is free,
+    holding it until the tool returns, so the tool's own transactions use it (a real remember, too); while
+    another thread writes, the call goes to a worker thread and queues there. Not on PostgreSQL, nor
+    without ``writes_on_loop`` (HTTP), nor for a tool that may ask a provider."""
+    agent = make_team(app).agent
+    probes = [ToolSpec("write_probe", "Writes the store only.", _thread, read_only=False, store_write=True),
+              ToolSpec("other_probe", "May ask a provider.", _thread, read_only=False)]
+    tools = [*ALL_TOOLS, *probes]
+    loop_thread = threading.get_ident()
+    sqlite = app.database.dialect == "sqlite"
+    async with Client(build_server(app, lambda _ctx: agent, tools, writes_on_loop=True)) as client:
+        assert (tool_payload(await client.call_tool("write_probe", {}))["thread"] == loop_thread) == sqlite
+        assert tool_payload(await client.call_tool("other_probe", {}))["thread"] != loop_thread
+        with anyio.fail_after(30):
+            written = tool_payload(await client.call_tool("remember", {
+                "slug": "deploy/staging", "title": "Staging", "body": "The deploy host for pre-production."}))
+        assert written["status"] == "written"
+        writing, done = threading.Event(), threading.Event()
+
+        def other_thread_writes() -> None:
+            with app.database.transaction(workspace_id=agent.workspace_id, write=True) as tx:
+                tx.execute("UPDATE entries SET title = title WHERE workspace_id = ?", (agent.workspace_id,))
+                writing.set()
+                done.wait(timeout=30)
+
+        other = threading.Thread(target=other_thread_writes)
+        other.start()
+        try:
+            assert writing.wait(timeout=30)
+            assert tool_payload(await client.call_tool("write_probe", {}))["thread"] != loop_thread
+        finally:
+            done.set()
+            other.join(timeout=30)
+    async with client_for(app, agent, tools) as client:
+        assert tool_payload(await client.call_tool("write_probe", {}))["thread"] != loop_thread
+    assert app.memory.read(agent, slug="deploy/staging")["revision"] == 1
+
+
 async def test_the_store_reads_answer_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:
     """What lets a store read run on the event loop (of SQLite only: PostgreSQL runs it in a worker thread,
     the test above): it writes nothing and never waits for a writer, here one that holds SQLite's write

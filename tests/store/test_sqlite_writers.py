@@ -1,11 +1,15 @@
 """SQLite writers of several processes take turns on a file beside the database (store/engine.py's
 _Writers), not in SQLite's busy handler: a write waits while another process holds the turn, and is
-refused ``storage_unavailable`` only after the timeout, with nothing written."""
+refused ``storage_unavailable`` only after the timeout, with nothing written. ``writes_without_waiting``
+takes the turn only when nobody has it."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -40,6 +44,38 @@ print(len(engine._WRITERS), flush=True)
 """
 
 
+@contextmanager
+def turn_held_elsewhere(path: Path) -> Iterator[None]:
+    """Another process holds the writers' turn of the database at ``path`` for the block."""
+    with subprocess.Popen([sys.executable, "-c", HOLD_TURN, str(path)], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as holder:
+        assert holder.stdin is not None
+        assert holder.stdout is not None
+        try:
+            assert holder.stdout.readline() == "holding\n"
+            yield
+            holder.stdin.write("done\n")
+            holder.stdin.flush()
+            assert holder.wait(timeout=30) == 0
+        finally:
+            if holder.poll() is None:
+                holder.kill()
+
+
+def another_process_can_take_the_turn(path: Path) -> bool:
+    probe = subprocess.run([sys.executable, "-c", "import fcntl, os, sys; fcntl.flock(os.open(sys.argv[1] + "
+                            "'-writers', os.O_RDWR | os.O_CREAT), fcntl.LOCK_EX | fcntl.LOCK_NB)", str(path)],
+                           timeout=30, check=False, capture_output=True)
+    return probe.returncode == 0
+
+
+def new_table(path: Path) -> SqliteDatabase:
+    database = SqliteDatabase(path)
+    with database.transaction(write=True) as tx:
+        tx.execute("CREATE TABLE t (x INTEGER)")
+    return database
+
+
 def rows(database: SqliteDatabase) -> list[int]:
     with database.transaction() as tx:
         return [int(row["x"]) for row in tx.all("SELECT x FROM t ORDER BY x")]
@@ -47,26 +83,13 @@ def rows(database: SqliteDatabase) -> list[int]:
 
 def test_a_write_waits_for_another_process_holding_the_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "store.sqlite3"
-    database = SqliteDatabase(path)
-    with database.transaction(write=True) as tx:
-        tx.execute("CREATE TABLE t (x INTEGER)")
-    with subprocess.Popen([sys.executable, "-c", HOLD_TURN, str(path)], stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, text=True) as holder:
-        assert holder.stdin is not None
-        assert holder.stdout is not None
-        try:
-            assert holder.stdout.readline() == "holding\n"
-            monkeypatch.setattr(engine, "SQLITE_BUSY_TIMEOUT_MS", 200)
-            # SQLite's own lock is free: only the turn holds this write back.
-            with pytest.raises(StorageUnavailable), database.transaction(write=True) as tx:
-                tx.execute("INSERT INTO t VALUES (1)")
-            assert rows(database) == []
-            holder.stdin.write("done\n")
-            holder.stdin.flush()
-            assert holder.wait(timeout=30) == 0
-        finally:
-            if holder.poll() is None:
-                holder.kill()
+    database = new_table(path)
+    with turn_held_elsewhere(path):
+        monkeypatch.setattr(engine, "SQLITE_BUSY_TIMEOUT_MS", 200)
+        # SQLite's own lock is free: only the turn holds this write back.
+        with pytest.raises(StorageUnavailable), database.transaction(write=True) as tx:
+            tx.execute("INSERT INTO t VALUES (1)")
+        assert rows(database) == []
     with database.transaction(write=True) as tx:
         tx.execute("INSERT INTO t VALUES (2)")
     assert rows(database) == [2]
@@ -77,9 +100,8 @@ def test_a_refused_or_failed_write_gives_the_turn_back(tmp_path: Path) -> None:
     """A write that fails inside its transaction (rolled back) releases the turn: the next goes through, and
     a process that holds nothing can take the turn at once."""
     path = tmp_path / "store.sqlite3"
-    database = SqliteDatabase(path)
-    with database.transaction(write=True) as tx:
-        tx.execute("CREATE TABLE t (x INTEGER)")
+    database = new_table(path)
+
     def failing_write() -> None:
         with database.transaction(write=True) as tx:
             tx.execute("INSERT INTO t VALUES (1)")
@@ -87,10 +109,7 @@ def test_a_refused_or_failed_write_gives_the_turn_back(tmp_path: Path) -> None:
 
     with pytest.raises(RuntimeError):
         failing_write()
-    probe = subprocess.run([sys.executable, "-c", "import fcntl, os, sys; fcntl.flock(os.open(sys.argv[1] + "
-                            "'-writers', os.O_RDWR), fcntl.LOCK_EX | fcntl.LOCK_NB)", str(path)], timeout=30,
-                           check=False)
-    assert probe.returncode == 0, "another process could not take the turn"
+    assert another_process_can_take_the_turn(path)
     with database.transaction(write=True) as tx:
         tx.execute("INSERT INTO t VALUES (2)")
     assert rows(database) == [2]
@@ -102,3 +121,69 @@ def test_a_forked_process_takes_turns_of_its_own(tmp_path: Path) -> None:
                           text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0", "1"]
+
+
+def test_writes_without_waiting_hold_the_free_turn_for_the_whole_block(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The block's write transactions use the turn it holds (no second wait for it, no deadlock); while it
+    lasts, a writer of another thread waits (here refused after the timeout, nothing written) and another
+    process cannot take the turn; at its end the turn is free again."""
+    path = tmp_path / "store.sqlite3"
+    database = new_table(path)
+    monkeypatch.setattr(engine, "SQLITE_BUSY_TIMEOUT_MS", 200)
+    refused: list[BaseException] = []
+
+    def other_thread_writes() -> None:
+        try:
+            with database.transaction(write=True) as tx:
+                tx.execute("INSERT INTO t VALUES (99)")
+        except StorageUnavailable as refusal:
+            refused.append(refusal)
+
+    with database.writes_without_waiting() as held:
+        assert held
+        for value in (1, 2):
+            with database.transaction(write=True) as tx:
+                tx.execute("INSERT INTO t VALUES (?)", (value,))
+        with database.writes_without_waiting() as inner:  # an inner block uses the outer one's turn
+            assert inner
+        other = threading.Thread(target=other_thread_writes)
+        other.start()
+        other.join(timeout=30)
+        assert len(refused) == 1
+        assert not another_process_can_take_the_turn(path)
+    assert another_process_can_take_the_turn(path)
+    assert rows(database) == [1, 2]
+    database.close()
+
+
+def test_writes_without_waiting_hold_nothing_while_another_writer_has_the_turn(tmp_path: Path) -> None:
+    """Another process's turn, or another thread's write transaction: the block holds nothing (False) and
+    does not wait; its writes queue as usual afterwards."""
+    path = tmp_path / "store.sqlite3"
+    database = new_table(path)
+    with turn_held_elsewhere(path), database.writes_without_waiting() as held:
+        assert not held
+    writing, done = threading.Event(), threading.Event()
+
+    def other_thread_writes() -> None:
+        with database.transaction(write=True) as tx:
+            tx.execute("INSERT INTO t VALUES (1)")
+            writing.set()
+            done.wait(timeout=30)
+
+    other = threading.Thread(target=other_thread_writes)
+    other.start()
+    try:
+        assert writing.wait(timeout=30)
+        with database.writes_without_waiting() as held:
+            assert not held
+    finally:
+        done.set()
+        other.join(timeout=30)
+    with database.writes_without_waiting() as held:
+        assert held
+        with database.transaction(write=True) as tx:
+            tx.execute("INSERT INTO t VALUES (2)")
+    assert rows(database) == [1, 2]
+    database.close()

@@ -195,6 +195,9 @@ class KeyedDatabase(Database):
             finally:
                 del _signing[tx]
 
+    def writes_without_waiting(self) -> AbstractContextManager[bool]:
+        return self.inner.writes_without_waiting()
+
     def close(self) -> None:
         self.inner.close()
 

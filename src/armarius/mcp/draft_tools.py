@@ -49,6 +49,7 @@ TOOLS = [
         properties=_PAYLOAD,
         required=("slug", "title", "text"),
         read_only=False,
+        store_write=True,
     ),
     ToolSpec(
         name="proposal_status",
@@ -64,6 +65,7 @@ TOOLS = [
                     "collection_key": _HANDED_OUT},
         required=("proposal",),
         read_only=False,
+        store_write=True,
     ),
     ToolSpec(
         name="create_draft",
@@ -79,5 +81,6 @@ TOOLS = [
         properties={**_PAYLOAD, "approval": _HANDED_OUT, "operation": {"type": "string", "maxLength": 128}},
         required=("slug", "title", "text", "approval", "operation"),
         read_only=False,
+        store_write=True,
     ),
 ]

@@ -63,6 +63,7 @@ TOOLS = [
         },
         required=("slug", "title", "body"),
         read_only=False,
+        store_write=True,
     ),
     ToolSpec(
         name="recall",

@@ -92,6 +92,7 @@ TOOLS = [
         required=("session", "conflict", "alternatives"),
         read_only=False,
         available=_sessions_offered,
+        store_write=True,
     ),
     ToolSpec(
         name="repair_show",
@@ -107,5 +108,6 @@ TOOLS = [
                                "description": "The repair id repair_prepare returned."}},
         required=("repair",),
         available=_sessions_offered,
+        store_write=True,
     ),
 ]

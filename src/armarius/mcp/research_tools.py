@@ -89,6 +89,7 @@ TOOLS = [
         properties={"session": SESSION},
         required=("session",),
         available=_research_configured,
+        store_write=True,
     ),
     ToolSpec(
         name="sessions",
@@ -108,6 +109,7 @@ TOOLS = [
         required=("session",),
         read_only=False,
         available=_research_configured,
+        store_write=True,
     ),
     ToolSpec(
         name="project_query",

@@ -306,6 +306,12 @@ class Database(ABC):
         """Open a transaction; commit on a clean exit, roll back on an exception."""
 
     @abstractmethod
+    def writes_without_waiting(self) -> AbstractContextManager[bool]:
+        """True: this thread holds the engine's writers' turn, taken without a wait, until the block ends, and
+        its write transactions use it without queuing again. False: holding it would mean waiting (another
+        writer has it, or the engine has no such turn: PostgreSQL); nothing is held."""
+
+    @abstractmethod
     def close(self) -> None:
         """Close every connection."""
 
@@ -355,21 +361,35 @@ class _Writers:
         deadline = time.monotonic() + timeout
         if not self._lock.acquire(timeout=timeout):
             return False
+        pause = _WRITERS_PAUSE_MIN
+        while not self._file_locked():
+            if time.monotonic() + pause > deadline:
+                self._lock.release()
+                return False
+            time.sleep(pause)
+            pause = min(2 * pause, _WRITERS_PAUSE_MAX)
+        return True
+
+    def acquire_now(self) -> bool:
+        """The turn if nobody in any process has it, without a wait; False, nothing held, otherwise."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        if self._file_locked():
+            return True
+        self._lock.release()
+        return False
+
+    def _file_locked(self) -> bool:
+        """One try at the lock file (this process's lock held)."""
         if fcntl is None:
             return True
         if self._file is None or self._opened_by != os.getpid():
             self._file, self._opened_by = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600), os.getpid()
-        pause = _WRITERS_PAUSE_MIN
-        while True:
-            try:
-                fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return True
-            except BlockingIOError:
-                if time.monotonic() + pause > deadline:
-                    self._lock.release()
-                    return False
-                time.sleep(pause)
-                pause = min(2 * pause, _WRITERS_PAUSE_MAX)
+        try:
+            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
 
     def release(self) -> None:
         if self._file is not None:
@@ -444,7 +464,8 @@ class SqliteDatabase(Database):
     def transaction(self, *, workspace_id: int | None = None, write: bool = False, snapshot: bool = False
                     ) -> Iterator[Tx]:
         del snapshot  # a reader's transaction reads one snapshot of the WAL
-        if write and not self._writer.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
+        queue = write and not getattr(self._local, "holds_turn", False)  # see writes_without_waiting
+        if queue and not self._writer.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
             raise StorageUnavailable("The database is busy; try again in a moment.")
         try:
             connection = self._connection()
@@ -463,8 +484,23 @@ class SqliteDatabase(Database):
             finally:
                 cursor.close()
         finally:
-            if write:
+            if queue:
                 self._writer.release()
+
+    @contextmanager
+    def writes_without_waiting(self) -> Iterator[bool]:
+        if getattr(self._local, "holds_turn", False):  # an outer block holds it
+            yield True
+            return
+        if not self._writer.acquire_now():
+            yield False
+            return
+        self._local.holds_turn = True
+        try:
+            yield True
+        finally:
+            self._local.holds_turn = False
+            self._writer.release()
 
     def close(self) -> None:
         with self._lock:
@@ -512,6 +548,10 @@ class PostgresDatabase(Database):
                 tx.discard()  # rolled back by the pool
                 raise
             tx.finish()  # what is still queued goes with the COMMIT; the pool's commit then has nothing to do
+
+    @contextmanager
+    def writes_without_waiting(self) -> Iterator[bool]:
+        yield False  # writers wait for each other's row locks, not for a turn
 
     def close(self) -> None:
         self._pool.close()
