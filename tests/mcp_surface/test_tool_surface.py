@@ -174,17 +174,17 @@ async def test_a_store_read_runs_on_the_event_loop_only_on_sqlite(app: Armarius)
 
 
 async def test_a_store_write_runs_on_the_event_loop_only_on_sqlite_while_nobody_writes(app: Armarius) -> None:
-    """Over stdio (``writes_on_loop``) a store write runs on the event loop when the writers' turn is free,
-    holding it until the tool returns, so the tool's own transactions use it (a real remember, too); while
-    another thread writes, the call goes to a worker thread and queues there. Not on PostgreSQL, nor
-    without ``writes_on_loop`` (HTTP), nor for a tool that may ask a provider."""
+    """A store write runs on the event loop when the writers' turn is free, holding it until the tool
+    returns, so the tool's own transactions use it (a real remember, too); while another thread writes, or
+    when the principal needs a look in the database, the call goes to a worker thread and queues there. Not
+    on PostgreSQL, nor for a tool that may ask a provider."""
     agent = make_team(app).agent
     probes = [ToolSpec("write_probe", "Writes the store only.", _thread, read_only=False, store_write=True),
               ToolSpec("other_probe", "May ask a provider.", _thread, read_only=False)]
     tools = [*ALL_TOOLS, *probes]
     loop_thread = threading.get_ident()
     sqlite = app.database.dialect == "sqlite"
-    async with Client(build_server(app, lambda _ctx: agent, tools, writes_on_loop=True)) as client:
+    async with client_for(app, agent, tools) as client:
         assert (tool_payload(await client.call_tool("write_probe", {}))["thread"] == loop_thread) == sqlite
         assert tool_payload(await client.call_tool("other_probe", {}))["thread"] != loop_thread
         with anyio.fail_after(30):
@@ -207,7 +207,7 @@ async def test_a_store_write_runs_on_the_event_loop_only_on_sqlite_while_nobody_
         finally:
             done.set()
             other.join(timeout=30)
-    async with client_for(app, agent, tools) as client:
+    async with Client(build_server(app, lambda _ctx: agent, tools, known_actor=lambda _ctx: None)) as client:
         assert tool_payload(await client.call_tool("write_probe", {}))["thread"] != loop_thread
     assert app.memory.read(agent, slug="deploy/staging")["revision"] == 1
 

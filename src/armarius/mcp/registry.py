@@ -32,8 +32,7 @@ class ToolSpec:
     #: the read itself; anything else, and every tool on PostgreSQL, runs in a worker thread.
     store_read: bool = False
     #: Whether it only reads and writes the store, asking no provider and no other process (a file of its own
-    #: may be written). On an embedded SQLite store, a server built with ``writes_on_loop`` (stdio: one
-    #: client, whose calls wait for each other's answers anyway) runs such a tool on its event loop when its
+    #: may be written). On an embedded SQLite store the server runs such a tool on its event loop when its
     #: principal is at hand and the writers' turn is free at once (nobody in any process writes), holding
     #: the turn until the tool returns; otherwise in a worker thread, where a write queues for its turn.
     store_write: bool = False

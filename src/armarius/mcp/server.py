@@ -6,8 +6,8 @@ canonical JSON. The acting principal is resolved on each call, in the same worke
 tool's work (one hop off the event loop per call, not one for the principal and one for the work):
 over stdio from the token given at start, over HTTP from the request's; either reuses a token's check
 for up to a second (:meth:`armarius.auth.directory.Directory.recently_checked`). A tool that only reads
-an embedded SQLite store runs on the event loop itself, with no hop (:attr:`ToolSpec.store_read`), and so,
-over stdio, does one that only writes it, when the writers' turn is free (:attr:`ToolSpec.store_write`).
+an embedded SQLite store runs on the event loop itself, with no hop (:attr:`ToolSpec.store_read`), and so
+does one that only writes it, when the writers' turn is free at once (:attr:`ToolSpec.store_write`).
 """
 
 from __future__ import annotations
@@ -55,13 +55,12 @@ ALL_TOOLS: list[ToolSpec] = [*identity_tools.TOOLS, *memory_tools.TOOLS, *draft_
 
 
 def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSpec] | None = None, *,
-                 known_actor: KnownActor | None = None, writes_on_loop: bool = False) -> Server[Any]:
+                 known_actor: KnownActor | None = None) -> Server[Any]:
     """``known_actor``: the principal where it needs no look in the database (a store read or write runs on
     the event loop only then); by default ``resolve_actor`` never looks (HTTP: the request's, authenticated
-    before). ``writes_on_loop``: a store write may run on the event loop (see :attr:`ToolSpec.store_write`)."""
+    before)."""
     registry = {tool.name: tool for tool in (tools if tools is not None else ALL_TOOLS) if tool.offered(app)}
     embedded = app.database.dialect == "sqlite"  # see ToolSpec.store_read and store_write
-    writes_on_loop = writes_on_loop and embedded
     at_hand: KnownActor = known_actor or resolve_actor
 
     async def actor_of(ctx: ServerRequestContext[Any]) -> Actor:
@@ -88,7 +87,7 @@ def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSp
     def on_the_loop(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, tool: ToolSpec | None
                     ) -> Any:
         """The tool's answer, where it runs on the event loop; :data:`_HOP` where it runs in a worker thread."""
-        if tool is None or not ((tool.store_read and embedded) or (tool.store_write and writes_on_loop)):
+        if tool is None or not (embedded and (tool.store_read or tool.store_write)):
             return _HOP
         actor = at_hand(ctx)
         if actor is None:

@@ -68,8 +68,7 @@ async def serve_stdio(app: Armarius, token: str) -> None:
     def resolve_actor(_ctx: ServerRequestContext[Any]) -> Actor:
         return app.directory.recently_checked(token) or app.directory.authenticate_token(token)
 
-    server = build_server(app, resolve_actor, known_actor=lambda _ctx: app.directory.recently_checked(token),
-                          writes_on_loop=True)
+    server = build_server(app, resolve_actor, known_actor=lambda _ctx: app.directory.recently_checked(token))
     async with stdio_streams(request_body_max_bytes(app.settings)) as (lines, answers):
         await server.run(lines, answers, server.create_initialization_options())
 
