@@ -108,7 +108,9 @@ class _Tokens:
         if None in known:
             for at, word in enumerate(words):
                 if known[at] is None:
-                    ids = self._older.get(word)
+                    ids = self._words.get(word)  # a new word seen before in this text
+                    if ids is None:
+                        ids = self._older.get(word)
                     if ids is None:
                         ids = self._packed(token.id for piece in self._pieces(_SPACE + word)
                                            for token in self._bpe.tokenize(piece))
