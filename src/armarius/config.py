@@ -48,7 +48,8 @@ class Settings:
     keep_alive_seconds: int = 65
     #: How many HTTP requests' tools (and other blocking work) run at once in one server process; the
     #: others wait their turn. Python runs one thread at a time, so more of them only take turns longer.
-    request_threads: int = 8
+    #: None: the store's default (:data:`DEFAULT_REQUEST_THREADS`).
+    request_threads: int | None = None
     #: A web login session ends after this many minutes without a request ...
     web_session_idle_minutes: int = 60
     #: ... and this many hours after the login, whatever its use.
@@ -122,6 +123,18 @@ def _database_url(value: Any) -> str | None:
     if url is None or url.startswith(("postgresql://", "postgres://")):
         return url
     return None
+
+
+#: ``server.request_threads`` where none is set. On PostgreSQL every tool takes a thread, and fewer of them
+#: taking turns at the interpreter served 32 clients faster (bench/compare.py section 6 on 2 cores, 2026-12-06:
+#: 203-228 operations a second with 8, 231-252 with 4; p99 279-299 ms, 222-247 ms); on SQLite most tools run
+#: on the event loop, and the few that queue for the writers' turn wait better with more.
+DEFAULT_REQUEST_THREADS = {"sqlite": 8, "postgresql": 4}
+
+
+def request_threads(settings: Settings, dialect: str) -> int:
+    """How many request threads a server on a store of ``dialect`` runs (see ``Settings.request_threads``)."""
+    return settings.request_threads or DEFAULT_REQUEST_THREADS[dialect]
 
 
 @dataclass(frozen=True)

@@ -123,6 +123,19 @@ async def test_requests_share_the_configured_threads_and_the_health_check_never_
     assert health.json() == {"status": "ok"}
 
 
+async def test_the_request_threads_default_to_the_stores(settings: Settings) -> None:
+    """Left unset, a server on SQLite runs 8 request threads, one on PostgreSQL 4 (config.py says why)."""
+    application = open_app(settings)
+    web = create_web_app(application)
+    try:
+        async with web.router.lifespan_context(web):
+            threads = anyio.to_thread.current_default_thread_limiter().total_tokens
+    finally:
+        application.close()
+    assert settings.request_threads is None
+    assert threads == {"sqlite": 8, "postgresql": 4}[application.database.dialect]
+
+
 async def test_the_api_root_lists_its_routes_and_the_openapi_document(app: Armarius, base_url: str) -> None:
     async with httpx.AsyncClient() as http:
         index = await http.get(f"{base_url}/api")

@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.auth.web_sessions import WebSessions
+from armarius.config import request_threads
 from armarius.errors import ArmariusError, InternalError, NotFound, echo
 from armarius.mcp.limits import request_body_max_bytes
 from armarius.mcp.server import build_server
@@ -179,7 +180,8 @@ def create_web_app(app: Armarius, *, stateless: bool = False) -> Starlette:
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         # Requests beyond server.request_threads wait in line instead of all taking turns on one interpreter:
         # 32 busy clients had a p99 of 570 ms with anyio's default of 40 threads, 290-390 ms with 4-8.
-        anyio.to_thread.current_default_thread_limiter().total_tokens = app.settings.request_threads
+        anyio.to_thread.current_default_thread_limiter().total_tokens = request_threads(app.settings,
+                                                                                        app.database.dialect)
         async with manager.run():
             yield
 
