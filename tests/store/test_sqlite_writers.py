@@ -5,6 +5,7 @@ takes the turn only when nobody has it."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -157,13 +158,34 @@ def test_writes_without_waiting_hold_the_free_turn_for_the_whole_block(tmp_path:
     database.close()
 
 
-def test_writes_without_waiting_hold_nothing_while_another_writer_has_the_turn(tmp_path: Path) -> None:
-    """Another process's turn, or another thread's write transaction: the block holds nothing (False) and
-    does not wait; its writes queue as usual afterwards."""
+def test_writes_without_waiting_hold_nothing_while_another_writer_has_the_turn(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process's turn, SQLite's write lock held by a program that is not Armarius (it takes no turn),
+    or another thread's write transaction: the block holds nothing (False) and does not wait (the busy
+    timeout is an hour here: a wait would never end within the test's bound); its writes queue as usual
+    afterwards."""
+    monkeypatch.setattr(engine, "SQLITE_BUSY_TIMEOUT_MS", 3_600_000)
     path = tmp_path / "store.sqlite3"
     database = new_table(path)
     with turn_held_elsewhere(path), database.writes_without_waiting() as held:
         assert not held
+    foreign = sqlite3.connect(path, isolation_level=None, timeout=0)
+    foreign.execute("BEGIN IMMEDIATE")
+    answers: list[bool] = []
+
+    def try_to_hold() -> None:
+        with database.writes_without_waiting() as held:
+            answers.append(held)
+
+    try:
+        trying = threading.Thread(target=try_to_hold, daemon=True)
+        trying.start()
+        trying.join(timeout=30)
+        assert answers == [False]
+        assert another_process_can_take_the_turn(path)
+    finally:
+        foreign.execute("ROLLBACK")
+        foreign.close()
     writing, done = threading.Event(), threading.Event()
 
     def other_thread_writes() -> None:

@@ -495,12 +495,31 @@ class SqliteDatabase(Database):
         if not self._writer.acquire_now():
             yield False
             return
+        if not self._write_lock_free():
+            self._writer.release()
+            yield False
+            return
         self._local.holds_turn = True
         try:
             yield True
         finally:
             self._local.holds_turn = False
             self._writer.release()
+
+    def _write_lock_free(self) -> bool:
+        """Whether SQLite's own write lock is free now, tried once: a program that is not Armarius takes no
+        turn, and a block of writes that would wait for it is better not begun where waiting is costly."""
+        connection = self._connection()
+        connection.execute("PRAGMA busy_timeout = 0")
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            return False
+        else:
+            connection.execute("ROLLBACK")
+            return True
+        finally:
+            connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
 
     def close(self) -> None:
         with self._lock:
