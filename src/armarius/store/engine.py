@@ -356,6 +356,8 @@ class _Writers:
         #: parent's lock: the child opens its own).
         self._file: int | None = None
         self._opened_by = 0
+        #: The thread that holds the turn for a block of writes (SqliteDatabase.writes_without_waiting).
+        self.holder: int | None = None
 
     def acquire(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -464,7 +466,7 @@ class SqliteDatabase(Database):
     def transaction(self, *, workspace_id: int | None = None, write: bool = False, snapshot: bool = False
                     ) -> Iterator[Tx]:
         del snapshot  # a reader's transaction reads one snapshot of the WAL
-        queue = write and not getattr(self._local, "holds_turn", False)  # see writes_without_waiting
+        queue = write and self._writer.holder != threading.get_ident()  # see writes_without_waiting
         if queue and not self._writer.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
             raise StorageUnavailable("The database is busy; try again in a moment.")
         try:
@@ -489,22 +491,23 @@ class SqliteDatabase(Database):
 
     @contextmanager
     def writes_without_waiting(self) -> Iterator[bool]:
-        if getattr(self._local, "holds_turn", False):  # an outer block holds it
+        writer, thread = self._writer, threading.get_ident()
+        if writer.holder == thread:  # an outer block holds it
             yield True
             return
-        if not self._writer.acquire_now():
+        if not writer.acquire_now():
             yield False
             return
         if not self._write_lock_free():
-            self._writer.release()
+            writer.release()
             yield False
             return
-        self._local.holds_turn = True
+        writer.holder = thread
         try:
             yield True
         finally:
-            self._local.holds_turn = False
-            self._writer.release()
+            writer.holder = None
+            writer.release()
 
     def _write_lock_free(self) -> bool:
         """Whether SQLite's own write lock is free now, tried once: a program that is not Armarius takes no
