@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -19,6 +20,7 @@ from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind, Role
 from armarius.config import Settings
 from armarius.mcp.server import build_server
+from armarius.store import Database
 
 OPERATOR = "operator:test"
 
@@ -115,3 +117,26 @@ async def agent_of(app: Armarius, actor: Actor) -> AsyncIterator[Agent]:
 
     async with Client(build_server(app, resolve)) as client:
         yield Agent(client)
+
+
+@contextmanager
+def writing_elsewhere(database: Database, sql: str, params: tuple[Any, ...] = (), *,
+                      workspace_id: int | None = None) -> Iterator[None]:
+    """For the block, another thread of this process is inside a write transaction that ran ``sql`` (it
+    commits after the block)."""
+    writing, done = threading.Event(), threading.Event()
+
+    def write() -> None:
+        with database.transaction(workspace_id=workspace_id, write=True) as tx:
+            tx.execute(sql, params)
+            writing.set()
+            done.wait(timeout=30)
+
+    other = threading.Thread(target=write)
+    other.start()
+    try:
+        assert writing.wait(timeout=30), "the other thread's write did not begin"
+        yield
+    finally:
+        done.set()
+        other.join(timeout=30)

@@ -19,7 +19,7 @@ from armarius.config import Settings
 from armarius.mcp.registry import ToolSpec
 from armarius.mcp.server import ALL_TOOLS, build_server
 from armarius.memory.service import RememberRequest
-from tests.helpers import make_team, tool_payload
+from tests.helpers import make_team, tool_payload, writing_elsewhere
 from tests.research.repos import build_repo, source_entry, write_config
 
 pytestmark = pytest.mark.anyio
@@ -191,22 +191,9 @@ async def test_a_store_write_runs_on_the_event_loop_only_on_sqlite_while_nobody_
             written = tool_payload(await client.call_tool("remember", {
                 "slug": "deploy/staging", "title": "Staging", "body": "The deploy host for pre-production."}))
         assert written["status"] == "written"
-        writing, done = threading.Event(), threading.Event()
-
-        def other_thread_writes() -> None:
-            with app.database.transaction(workspace_id=agent.workspace_id, write=True) as tx:
-                tx.execute("UPDATE entries SET title = title WHERE workspace_id = ?", (agent.workspace_id,))
-                writing.set()
-                done.wait(timeout=30)
-
-        other = threading.Thread(target=other_thread_writes)
-        other.start()
-        try:
-            assert writing.wait(timeout=30)
+        with writing_elsewhere(app.database, "UPDATE entries SET title = title WHERE workspace_id = ?",
+                               (agent.workspace_id,), workspace_id=agent.workspace_id):
             assert tool_payload(await client.call_tool("write_probe", {}))["thread"] != loop_thread
-        finally:
-            done.set()
-            other.join(timeout=30)
     async with Client(build_server(app, lambda _ctx: agent, tools, known_actor=lambda _ctx: None)) as client:
         assert tool_payload(await client.call_tool("write_probe", {}))["thread"] != loop_thread
     assert app.memory.read(agent, slug="deploy/staging")["revision"] == 1

@@ -18,6 +18,7 @@ import pytest
 from armarius.errors import StorageUnavailable
 from armarius.store import engine
 from armarius.store.engine import SqliteDatabase
+from tests.helpers import writing_elsewhere
 
 #: Holds the writers' turn of the database named by argv[1] (the file lock only: no SQLite transaction)
 #: until a line arrives on stdin.
@@ -186,23 +187,8 @@ def test_writes_without_waiting_hold_nothing_while_another_writer_has_the_turn(
     finally:
         foreign.execute("ROLLBACK")
         foreign.close()
-    writing, done = threading.Event(), threading.Event()
-
-    def other_thread_writes() -> None:
-        with database.transaction(write=True) as tx:
-            tx.execute("INSERT INTO t VALUES (1)")
-            writing.set()
-            done.wait(timeout=30)
-
-    other = threading.Thread(target=other_thread_writes)
-    other.start()
-    try:
-        assert writing.wait(timeout=30)
-        with database.writes_without_waiting() as held:
-            assert not held
-    finally:
-        done.set()
-        other.join(timeout=30)
+    with writing_elsewhere(database, "INSERT INTO t VALUES (1)"), database.writes_without_waiting() as held:
+        assert not held
     with database.writes_without_waiting() as held:
         assert held
         with database.transaction(write=True) as tx:
