@@ -195,3 +195,74 @@ def test_writes_without_waiting_hold_nothing_while_another_writer_has_the_turn(
             tx.execute("INSERT INTO t VALUES (2)")
     assert rows(database) == [1, 2]
     database.close()
+
+
+def test_writes_without_waiting_give_the_turn_back_when_taking_it_fails(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure while the block is being set up (here: this thread's connection cannot be opened) leaves the
+    turn free, in this process and for the others."""
+    path = tmp_path / "store.sqlite3"
+    database = new_table(path)
+
+    def cannot_connect() -> sqlite3.Connection:
+        raise OSError("too many open files")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(database, "_connection", cannot_connect)
+        with pytest.raises(OSError, match="too many open files"), database.writes_without_waiting():
+            pass
+    assert another_process_can_take_the_turn(path)
+    with database.writes_without_waiting() as held:
+        assert held
+        with database.transaction(write=True) as tx:
+            tx.execute("INSERT INTO t VALUES (1)")
+    assert rows(database) == [1]
+    database.close()
+
+
+def test_writes_without_waiting_never_with_synchronous_full(tmp_path: Path) -> None:
+    """With ``synchronous = full`` every commit waits for the disk: such writes are not for the event loop."""
+    path = tmp_path / "store.sqlite3"
+    new_table(path).close()
+    database = SqliteDatabase(path, synchronous="full")
+    with database.writes_without_waiting() as held:
+        assert not held
+    assert another_process_can_take_the_turn(path)
+    database.close()
+
+
+def test_the_wal_is_checkpointed_in_a_thread_of_its_own_after_writes_without_waiting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside a block SQLite's automatic checkpoint (which waits for the disk) is off; after every
+    LOOP_WRITES_PER_CHECKPOINT blocks a passive checkpoint runs in another thread, on a connection of its own."""
+    monkeypatch.setattr(engine, "LOOP_WRITES_PER_CHECKPOINT", 3)
+    path = tmp_path / "store.sqlite3"
+    database = new_table(path)
+    opened: list[tuple[int, list[str]]] = []
+    connect = database.connect
+
+    def traced_connect() -> sqlite3.Connection:
+        connection = connect()
+        statements: list[str] = []
+        connection.set_trace_callback(statements.append)
+        opened.append((threading.get_ident(), statements))
+        return connection
+
+    monkeypatch.setattr(database, "connect", traced_connect)
+    automatic: list[int] = []
+    for value in range(3):
+        with database.writes_without_waiting() as held:
+            assert held
+            with database.transaction(write=True) as tx:
+                tx.execute("INSERT INTO t VALUES (?)", (value,))
+                automatic.append(int(tx.scalar("PRAGMA wal_autocheckpoint")))
+    assert database._checkpointer is not None
+    database._checkpointer.join(timeout=30)
+    with database.transaction() as tx:
+        assert int(tx.scalar("PRAGMA wal_autocheckpoint")) == 1000  # on again after the blocks
+    assert automatic == [0, 0, 0]
+    checkpoints = [thread for thread, statements in opened if "PRAGMA wal_checkpoint(PASSIVE)" in statements]
+    assert len(checkpoints) == 1
+    assert checkpoints[0] != threading.get_ident()
+    assert rows(database) == [0, 1, 2]
+    database.close()

@@ -15,6 +15,7 @@ side by side here:
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -44,7 +45,14 @@ Dialect = Literal["sqlite", "postgresql"]
 Row = dict[str, Any]
 Params = Sequence[Any]
 
+logger = logging.getLogger("armarius.store")
+
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+#: SQLite's automatic checkpoint (its default): once the WAL holds this many pages, a commit copies them back.
+_WAL_AUTOCHECKPOINT_PAGES = 1000
+#: Blocks of writes without waiting (SqliteDatabase.writes_without_waiting) between two checkpoints of the
+#: WAL in a thread of their own: a remember writes some 15-30 pages, so about SQLite's own interval.
+LOOP_WRITES_PER_CHECKPOINT = 64
 
 
 class UniqueViolation(Exception):
@@ -382,7 +390,14 @@ class _Writers:
         return False
 
     def _file_locked(self) -> bool:
-        """One try at the lock file (this process's lock held)."""
+        """One try at the lock file (this process's lock held, and given back if the try fails)."""
+        try:
+            return self._try_file()
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _try_file(self) -> bool:
         if fcntl is None:
             return True
         if self._file is None or self._opened_by != os.getpid():
@@ -437,6 +452,10 @@ class SqliteDatabase(Database):
         #: 10 s), and each kept connection would hold two files and a page cache for good.
         self._all: dict[threading.Thread, sqlite3.Connection] = {}
         self._lock = threading.Lock()
+        #: Blocks of writes without waiting so far, and the checkpoint that follows some of them.
+        self._loop_writes = 0
+        self._checkpointing = threading.Lock()
+        self._checkpointer: threading.Thread | None = None
 
     def connect(self) -> sqlite3.Connection:
         """A new connection with the house settings (autocommit mode: transactions are explicit)."""
@@ -491,14 +510,23 @@ class SqliteDatabase(Database):
 
     @contextmanager
     def writes_without_waiting(self) -> Iterator[bool]:
+        """Meant for a thread where waiting is costly (the server's event loop), so besides the turn: never
+        with ``synchronous = full`` (every commit waits for the disk); never while SQLite's own write lock is
+        taken (see :meth:`_begun_without_waiting`); and the block's commits leave the WAL's checkpoint, which
+        waits for the disk, to a thread of its own (:meth:`_checkpoint_soon`)."""
         writer, thread = self._writer, threading.get_ident()
         if writer.holder == thread:  # an outer block holds it
             yield True
             return
-        if not writer.acquire_now():
+        if self.synchronous != "normal" or not writer.acquire_now():
             yield False
             return
-        if not self._write_lock_free():
+        try:
+            connection = self._begun_without_waiting()
+        except BaseException:
+            writer.release()
+            raise
+        if connection is None:
             writer.release()
             yield False
             return
@@ -507,24 +535,55 @@ class SqliteDatabase(Database):
             yield True
         finally:
             writer.holder = None
-            writer.release()
+            try:
+                connection.execute(f"PRAGMA wal_autocheckpoint = {_WAL_AUTOCHECKPOINT_PAGES}")
+            finally:
+                writer.release()
+                self._checkpoint_soon()
 
-    def _write_lock_free(self) -> bool:
-        """Whether SQLite's own write lock is free now, tried once: a program that is not Armarius takes no
-        turn, and a block of writes that would wait for it is better not begun where waiting is costly."""
+    def _begun_without_waiting(self) -> sqlite3.Connection | None:
+        """This thread's connection, made ready for a block of writes: SQLite's own write lock tried once
+        without waiting (a program that is not Armarius takes no turn; None: it holds the lock), and the
+        automatic checkpoint off until the block ends."""
         connection = self._connection()
         connection.execute("PRAGMA busy_timeout = 0")
         try:
             connection.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError:
-            return False
+            return None
         else:
             connection.execute("ROLLBACK")
-            return True
         finally:
             connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        connection.execute("PRAGMA wal_autocheckpoint = 0")
+        return connection
+
+    def _checkpoint_soon(self) -> None:
+        """After every :data:`LOOP_WRITES_PER_CHECKPOINT` blocks of writes without waiting, a passive
+        checkpoint of the WAL in a thread of its own (one at a time; it takes no lock that writers wait
+        for), as SQLite's automatic checkpoint would have run in the block's last commit."""
+        self._loop_writes += 1
+        if self._loop_writes % LOOP_WRITES_PER_CHECKPOINT or not self._checkpointing.acquire(blocking=False):
+            return
+
+        def checkpoint() -> None:
+            try:
+                connection = self.connect()
+                try:
+                    connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                finally:
+                    connection.close()
+            except sqlite3.Error:
+                logger.warning("a checkpoint of %s failed; the next one will try again", self.path.name)
+            finally:
+                self._checkpointing.release()
+
+        self._checkpointer = threading.Thread(target=checkpoint, name="armarius-checkpoint", daemon=True)
+        self._checkpointer.start()
 
     def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.join()
         with self._lock:
             for connection in self._all.values():
                 connection.close()
