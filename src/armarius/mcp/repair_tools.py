@@ -92,7 +92,8 @@ TOOLS = [
         required=("session", "conflict", "alternatives"),
         read_only=False,
         available=_sessions_offered,
-        store_write=True,
+        # Not store_write: with evidence alternatives it reads every active unit's file before its write, which
+        # is no time to hold the writers' turn of every process.
     ),
     ToolSpec(
         name="repair_show",
