@@ -390,22 +390,19 @@ class _Writers:
         return False
 
     def _file_locked(self) -> bool:
-        """One try at the lock file (this process's lock held, and given back if the try fails)."""
-        try:
-            return self._try_file()
-        except BaseException:
-            self._lock.release()
-            raise
-
-    def _try_file(self) -> bool:
+        """One try at the lock file (this process's lock held, and given back if the try raises)."""
         if fcntl is None:
             return True
-        if self._file is None or self._opened_by != os.getpid():
-            self._file, self._opened_by = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600), os.getpid()
         try:
+            if self._file is None or self._opened_by != os.getpid():
+                self._file, self._opened_by = (os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600),
+                                               os.getpid())
             fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
+        except BaseException:
+            self._lock.release()
+            raise
         return True
 
     def release(self) -> None:
@@ -512,7 +509,7 @@ class SqliteDatabase(Database):
     def writes_without_waiting(self) -> Iterator[bool]:
         """Meant for a thread where waiting is costly (the server's event loop), so besides the turn: never
         with ``synchronous = full`` (every commit waits for the disk); never while SQLite's own write lock is
-        taken (see :meth:`_begun_without_waiting`); and the block's commits leave the WAL's checkpoint, which
+        taken (see :meth:`_ready_to_write_now`); and the block's commits leave the WAL's checkpoint, which
         waits for the disk, to a thread of its own (:meth:`_checkpoint_soon`)."""
         writer, thread = self._writer, threading.get_ident()
         if writer.holder == thread:  # an outer block holds it
@@ -522,7 +519,7 @@ class SqliteDatabase(Database):
             yield False
             return
         try:
-            connection = self._begun_without_waiting()
+            connection = self._ready_to_write_now()
         except BaseException:
             writer.release()
             raise
@@ -541,7 +538,7 @@ class SqliteDatabase(Database):
                 writer.release()
                 self._checkpoint_soon()
 
-    def _begun_without_waiting(self) -> sqlite3.Connection | None:
+    def _ready_to_write_now(self) -> sqlite3.Connection | None:
         """This thread's connection, made ready for a block of writes: SQLite's own write lock tried once
         without waiting (a program that is not Armarius takes no turn; None: it holds the lock), and the
         automatic checkpoint off until the block ends."""
