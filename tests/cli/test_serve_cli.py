@@ -3,6 +3,7 @@ ask a password on, and printed hints that must run as printed."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shlex
@@ -141,3 +142,20 @@ def test_the_demos_printed_commands_run_as_printed(tmp_path: Path, venv_on_path:
     assert ("is not on your PATH" in again.stdout) is not venv_on_path
     if not venv_on_path:
         assert f"source {Path(VENV_BIN) / 'activate'}" in again.stdout
+
+
+# The heap of a started server ------------------------------------------------------------------------
+
+
+def test_what_a_server_started_with_is_left_out_of_full_collections() -> None:
+    """settle_heap, which every server command calls before it answers: afterwards a full collection
+    passes over none of the objects there were, and there is no garbage left among them."""
+    from armarius.cli.server import settle_heap
+
+    before = len(gc.get_objects())
+    try:
+        settle_heap()
+        assert gc.get_freeze_count() >= before * 0.9
+        assert len(gc.get_objects()) < before * 0.1
+    finally:
+        gc.unfreeze()

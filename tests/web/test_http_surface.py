@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -72,6 +73,26 @@ async def test_an_mcp_session_belongs_to_the_token_that_opened_it(app: Armarius,
         )
     assert opened.status_code == 200
     assert hijack.status_code == 404
+
+
+async def test_a_tool_call_is_answered_with_one_json_body(app: Armarius, base_url: str) -> None:
+    team = make_team(app)
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "Authorization": f"Bearer {team.agent_token}"}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    async with httpx.AsyncClient() as http:
+        opened = await http.post(f"{base_url}/mcp", json=initialize, headers=headers)
+        headers |= {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+        await http.post(f"{base_url}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                        headers=headers)
+        called = await http.post(f"{base_url}/mcp", headers=headers, json={
+            "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "whoami", "arguments": {}}})
+    assert called.status_code == 200
+    assert called.headers["content-type"] == "application/json"
+    answer = called.json()
+    assert answer["id"] == 2
+    assert json.loads(answer["result"]["content"][0]["text"])["principal"] == "alpha-agent"
 
 
 async def test_each_token_sees_only_its_own_workspace(app: Armarius, base_url: str) -> None:

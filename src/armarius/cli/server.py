@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import errno
+import gc
 import json
 import os
 import signal
@@ -110,13 +111,25 @@ def listening(host: str, port: int) -> Iterator[list[socket.socket]]:
             listener.close()
 
 
+def settle_heap() -> None:
+    """Before a server process starts answering: what it made while starting (modules, the application,
+    its schemas) lives as long as the process, so it is moved out of the garbage collector's full passes.
+    Such a pass runs every few thousand requests and stops the event loop meanwhile: 40-50 ms over every
+    object of a started server, 4 ms over what the requests made since (bench/compare.py, section 6)."""
+    gc.collect()
+    gc.freeze()
+
+
 def _serve_http(app: Armarius, sockets: list[socket.socket]) -> None:
     import uvicorn
 
     from armarius.web.app import server_config
 
+    config = server_config(app)
+    config.load()
+    settle_heap()
     with suppress(KeyboardInterrupt):
-        uvicorn.Server(server_config(app)).run(sockets=sockets)
+        uvicorn.Server(config).run(sockets=sockets)
 
 
 @click.command()
@@ -210,7 +223,10 @@ class _Supervisor:
             from armarius.web.app import server_config
 
             with self.cli.app() as app:
-                _worker_server(server_config(app, stateless=True, log_config=_log_config_with_pid())).run(self.sockets)
+                config = server_config(app, stateless=True, log_config=_log_config_with_pid())
+                config.load()
+                settle_heap()
+                _worker_server(config).run(self.sockets)
         except ArmariusError as error:  # e.g. the database went away since the supervisor's check
             click.echo(f"error [{error.code}]: {error.message}", err=True)
             status = error.exit_code
@@ -264,6 +280,7 @@ def mcp(cli: CliContext, token: str) -> None:
     from armarius.mcp.stdio import serve_stdio
 
     with cli.app() as app:
+        settle_heap()
         anyio.run(serve_stdio, app, token)
 
 

@@ -145,9 +145,11 @@ def create_web_app(app: Armarius, *, stateless: bool = False) -> Starlette:
         if host in _LOOPBACK
         else None
     )
-    # The SDK's own body limit (4 MiB by default) would refuse the largest request a tool takes.
+    # The SDK's own body limit (4 MiB by default) would refuse the largest request a tool takes. Each request is
+    # answered with one JSON body, not an event stream: a tool sends nothing before its answer (no progress,
+    # no requests to the client), and one body costs the server and the client less than a stream of one event.
     manager = StreamableHTTPSessionManager(app=build_server(app, _actor_of_request), security_settings=security,
-                                           stateless=stateless,
+                                           stateless=stateless, json_response=True,
                                            max_request_body_size=request_body_max_bytes(app.settings))
     sessions = WebSessions(app.database, app.directory,
                            idle=timedelta(minutes=app.settings.web_session_idle_minutes),
