@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from typing import Any
 
 import anyio
 import httpx
@@ -15,11 +17,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from armarius.app import Armarius, open_app
+from armarius.auth.model import Actor
 from armarius.auth.permissions import Role
 from armarius.config import Settings
-from armarius.errors import ERROR_CODES
+from armarius.errors import ERROR_CODES, Unauthenticated
 from armarius.web.app import create_web_app
-from tests.helpers import OPERATOR, make_team, tool_payload
+from armarius.web.auth import authenticate
+from tests.helpers import OPERATOR, make_team, tool_payload, writing_elsewhere
 
 pytestmark = pytest.mark.anyio
 
@@ -73,6 +77,43 @@ async def test_an_mcp_session_belongs_to_the_token_that_opened_it(app: Armarius,
         )
     assert opened.status_code == 200
     assert hijack.status_code == 404
+
+
+async def test_a_token_is_checked_on_the_event_loop_only_on_sqlite_while_nobody_writes(
+        app: Armarius, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A token not checked within the last second is checked on the event loop where the store is embedded
+    and its writers' turn is free, else in a worker thread: on PostgreSQL, and while another thread writes.
+    The check is the real one either way: a revoked token is refused on the loop too."""
+    team = make_team(app)
+    checked_in: list[int] = []
+    real_check = app.directory.authenticate_token
+
+    def check(token: str) -> Actor:
+        checked_in.append(threading.get_ident())
+        return real_check(token)
+
+    monkeypatch.setattr(app.directory, "authenticate_token", check)
+
+    def new_token() -> str:
+        return app.directory.issue_token("alpha-agent", workspace="alpha", by=OPERATOR).token
+
+    def scope(token: str) -> dict[str, Any]:
+        return {"type": "http", "headers": [(b"authorization", f"Bearer {token}".encode())]}
+
+    loop_thread = threading.get_ident()
+    sqlite = app.database.dialect == "sqlite"
+    assert (await authenticate(app, scope(new_token()))).principal == "alpha-agent"
+    assert (checked_in.pop() == loop_thread) == sqlite
+    used, revoked = new_token(), new_token()
+    real_check(used)  # used just now: checking it again writes nothing
+    app.directory.revoke_token(real_check(revoked).token_id or 0, by=OPERATOR)  # every token is checked anew
+    with writing_elsewhere(app.database, "UPDATE workspaces SET name = name WHERE name = ?", ("alpha",)):
+        assert (await authenticate(app, scope(used))).principal == "alpha-agent"
+    assert checked_in.pop() != loop_thread
+    with pytest.raises(Unauthenticated):
+        await authenticate(app, scope(revoked))
+    assert (checked_in.pop() == loop_thread) == sqlite
+    assert (await authenticate(app, scope(team.agent_token))).principal == "alpha-agent"
 
 
 async def test_a_tool_call_is_answered_with_one_json_body(app: Armarius, base_url: str) -> None:
