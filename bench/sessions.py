@@ -6,11 +6,15 @@ SQLite table), the same query runs alternately through the research service alon
 (`SessionService.query`: reserve, run, mirror the capture file, commit capture row, evidence
 record, budget and audit event), in alternating blocks of 50 calls. Each call reads a different
 range, so every answer is a new capture. Prints round trips per second and p50 of both paths, and
-what the session adds at p50 (goal: at most 1 ms on SQLite, 2 ms on PostgreSQL). The session's
-capture files go under the temporary folder (TMPDIR): where creating a file there is slow, that
-shows in what the session adds, on both engines.
+what the session adds at p50 (goal: at most 1 ms on SQLite, 2 ms on PostgreSQL).
 
-    .venv/bin/python bench/sessions.py [--calls 400] [--engines sqlite,postgresql]
+Every new capture is a new file in the session's folder, so what the session adds includes what
+creating a file costs where the data folder is: the bench puts it in a new folder under ``--folder``
+(default: the temporary folder, TMPDIR) and prints what creating an empty file there took just
+before. On the 2-core VM of docs/benchmarks.md that moved between 0.02 and 0.8 ms from one folder
+and one minute to the next, on the same disk.
+
+    .venv/bin/python bench/sessions.py [--calls 400] [--engines sqlite,postgresql] [--folder DIR]
 """
 
 from __future__ import annotations
@@ -96,6 +100,18 @@ def measure(app: Armarius, agent: Actor, make: Callable[[int], dict[str, Any]], 
                      lambda index: app.sessions.query(agent, session, make(index)))
 
 
+def file_creation_ms(folder: Path, files: int = 200) -> float:
+    """p50 of creating (and then removing) an empty file in ``folder``, in milliseconds."""
+    timings = []
+    for number in range(files):
+        path = folder / f"probe-{number}"
+        started = time.perf_counter()
+        path.touch(exist_ok=False)
+        timings.append(time.perf_counter() - started)
+        path.unlink()
+    return percentile(timings, 0.5) * 1000
+
+
 def report(engine: str, name: str, alone: list[float], in_session: list[float]) -> None:
     a50, s50 = percentile(alone, 0.5), percentile(in_session, 0.5)
     print(f"{engine:<11} {name:<14} {len(alone) / sum(alone):>8.0f} {len(in_session) / sum(in_session):>10.0f} "
@@ -107,13 +123,17 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=400,
                         help="per query kind (at most the maximum budget less the 50 warm-up calls)")
     parser.add_argument("--engines", default="sqlite,postgresql")
+    parser.add_argument("--folder", type=Path, help="where the data folders go (default: TMPDIR)")
     options = parser.parse_args()
     engines = [e for e in options.engines.split(",") if e == "sqlite" or postgres_available()]
     print(f"{'engine':<11} {'query':<14} {'alone/s':>8} {'session/s':>10} {'alone p50':>10} {'session p50':>12} "
           f"{'added p50 ms':>13}")
     for engine in engines:
-        with tempfile.TemporaryDirectory() as folder, engine_settings(engine, Path(folder) / "data") as settings:
+        with (tempfile.TemporaryDirectory(dir=options.folder) as folder,
+              engine_settings(engine, Path(folder) / "data") as settings):
             config = build_sources(Path(folder))
+            print(f"{engine}: creating a file in {folder} took {file_creation_ms(Path(folder)):.3f} ms (p50; every new "
+                  "capture is one)")
             app = open_app(replace(settings, research_config=config))
             try:
                 directory = app.directory
