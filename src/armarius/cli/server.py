@@ -111,6 +111,14 @@ def listening(host: str, port: int) -> Iterator[list[socket.socket]]:
             listener.close()
 
 
+def _ready(config: uvicorn.Config) -> uvicorn.Config:
+    """The server's configuration loaded (the app wrapped in its protocol and middleware), then the heap
+    settled: what is left to make is made per request."""
+    config.load()
+    settle_heap()
+    return config
+
+
 def settle_heap() -> None:
     """Before a server process starts answering: what it made while starting (modules, the application,
     its schemas) lives as long as the process, so it is moved out of the garbage collector's full passes.
@@ -125,11 +133,8 @@ def _serve_http(app: Armarius, sockets: list[socket.socket]) -> None:
 
     from armarius.web.app import server_config
 
-    config = server_config(app)
-    config.load()
-    settle_heap()
     with suppress(KeyboardInterrupt):
-        uvicorn.Server(config).run(sockets=sockets)
+        uvicorn.Server(_ready(server_config(app))).run(sockets=sockets)
 
 
 @click.command()
@@ -224,9 +229,7 @@ class _Supervisor:
 
             with self.cli.app() as app:
                 config = server_config(app, stateless=True, log_config=_log_config_with_pid())
-                config.load()
-                settle_heap()
-                _worker_server(config).run(self.sockets)
+                _worker_server(_ready(config)).run(self.sockets)
         except ArmariusError as error:  # e.g. the database went away since the supervisor's check
             click.echo(f"error [{error.code}]: {error.message}", err=True)
             status = error.exit_code

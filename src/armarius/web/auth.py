@@ -52,13 +52,12 @@ async def authenticate(app: Armarius, scope: Scope) -> Actor:
 
 
 def _checked_at_once(app: Armarius, token: str) -> Actor | None:
-    """The token checked here, on the event loop, where the check waits for nobody: an embedded store whose
-    writers' turn is free now (the check may record when the token was last used). None where it would
-    wait (PostgreSQL, or another writer at work): a worker thread checks it then. A worker thread has to
-    win the interpreter from the loop for each of the check's steps, which took 45-115 ms a check with 32
-    busy clients (a token is checked again every second), against a fraction of a millisecond here."""
-    if app.database.dialect != "sqlite":
-        return None
+    """The token checked here, on the event loop, where the check waits for nobody: the store's writers' turn
+    is free now (the check may record when the token was last used; see Database.writes_without_waiting).
+    None where it would wait (PostgreSQL, or another writer at work): a worker thread checks it then. A
+    worker thread has to win the interpreter from the loop for each of the check's steps, which took
+    45-115 ms a check with 32 busy clients (a token is checked again every second), against a fraction of
+    a millisecond here."""
     with app.database.writes_without_waiting() as held:
         return app.directory.authenticate_token(token) if held else None
 
