@@ -13,7 +13,7 @@ from typing import Any
 
 from armarius.canonical import canonical_json
 from armarius.evidence.model import search_text
-from armarius.store import Row, Tx
+from armarius.store import Later, Row, Tx
 
 _UNIT_COLUMNS = (
     "id, name, title, status, revision, reviewed_revision, reviewed_by, reviewed_at, active_revision, "
@@ -128,8 +128,9 @@ def match_expression(dialect: str, groups: Sequence[Sequence[str]]) -> str:
     return " | ".join("(" + " & ".join(f"'{word}'" for word in group) + ")" for group in groups)
 
 
-def search(tx: Tx, expression: str, *, limit: int) -> list[Row]:
-    """The active revisions matching, best first: unit name, title, revision and body.
+def search(tx: Tx, expression: str, *, limit: int) -> Later:
+    """The active revisions matching, best first: unit name, title, revision and body; read with the next
+    statement sent or the commit.
 
     SQLite: FTS5 ranks inside the index, and the search rows are joined only for the rows returned.
     PostgreSQL: the workspace's active units (row-level security and the workspace index pick them) are
@@ -138,14 +139,14 @@ def search(tx: Tx, expression: str, *, limit: int) -> list[Row]:
     """
     workspace = tx.require_workspace()
     if tx.dialect == "sqlite":
-        return tx.all(
+        return tx.read_later(
             "SELECT s.name, s.title, s.revision, s.body FROM evidence_fts CROSS JOIN evidence_search s "
             "ON s.unit_id = evidence_fts.rowid "
             "WHERE evidence_fts MATCH ? AND evidence_fts.rank MATCH ? AND s.workspace_id = ? "
             "ORDER BY evidence_fts.rank LIMIT ?",
             (expression, _BM25_WEIGHTS, workspace, limit),
         )
-    return tx.all(
+    return tx.read_later(
         "SELECT s.name, s.title, s.revision, s.body FROM evidence_search s, to_tsquery('simple', ?) query "
         "WHERE s.workspace_id = ? AND s.tsv @@ query ORDER BY ts_rank(s.tsv, query) DESC, s.unit_id LIMIT ?",
         (expression, workspace, limit),

@@ -44,7 +44,7 @@ from armarius.evidence.model import (
 )
 from armarius.memory.model import check_reason, check_title
 from armarius.sessions.service import SessionService
-from armarius.store import Database, Row, Tx, UniqueViolation, iso_utc
+from armarius.store import Database, Later, Row, Tx, UniqueViolation, iso_utc
 
 #: The most units one listing returns.
 LIST_MAX = 500
@@ -150,9 +150,13 @@ class EvidenceService:
     def search(self, actor: Actor, groups: list[list[str]], *, limit: int, within: Tx | None = None) -> list[Row]:
         """Active revisions matching any group of words (all words of a group), best first: unit name,
         title, revision and body. Only ever words: no query syntax reaches the engine."""
-        actor.require(Permission.MEMORY_READ)
         with self._transaction(actor, within) as tx:
-            return queries.search(tx, queries.match_expression(tx.dialect, groups), limit=limit)
+            return self.search_later(actor, groups, limit=limit, within=tx).all()
+
+    def search_later(self, actor: Actor, groups: list[list[str]], *, limit: int, within: Tx) -> Later:
+        """:meth:`search` in the caller's transaction ``within``, read with its next statement sent or its commit."""
+        actor.require(Permission.MEMORY_READ)
+        return queries.search(within, queries.match_expression(within.dialect, groups), limit=limit)
 
     # A human's revisions ----------------------------------------------------------------------------
 

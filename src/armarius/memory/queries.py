@@ -16,7 +16,7 @@ from typing import Any
 
 from armarius.memory.model import WORD_PATTERN, Entry
 from armarius.memory.snippets import word_map
-from armarius.store import Row, Tx
+from armarius.store import Later, Row, Tx
 
 _ENTRY_COLUMNS = (
     "id, slug, title, body, tags, revision, curated_revision, curated_by, curated_at, review_base_revision, "
@@ -50,6 +50,12 @@ def entry_by_slug(tx: Tx, slug: str, *, lock: bool = False) -> Entry | None:
     row = tx.one(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE workspace_id = ? AND slug = ?{suffix}",
                  (tx.require_workspace(), slug))
     return None if row is None else entry_from_row(row)
+
+
+def entry_later(tx: Tx, slug: str) -> Later:
+    """The entry's row (for :func:`entry_from_row`), read with the next statement sent or the commit."""
+    return tx.read_later(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE workspace_id = ? AND slug = ?",
+                         (tx.require_workspace(), slug))
 
 
 def entries_by_slug_key(tx: Tx, key: str) -> list[Entry]:
@@ -172,18 +178,21 @@ def revision(tx: Tx, entry_id: int, number: int) -> Row | None:
     )
 
 
-def links_of(tx: Tx, entry_id: int) -> list[Row]:
-    """Outgoing links with whether their target exists."""
-    return tx.all(
-        "SELECT l.target_slug, t.title FROM entry_links l LEFT JOIN entries t "
+def links_of(tx: Tx, slug: str) -> Later:
+    """The entry's outgoing links with whether their target exists (``title`` None: it does not), read
+    with the next statement sent or the commit."""
+    return tx.read_later(
+        "SELECT l.target_slug, t.title FROM entries s JOIN entry_links l "
+        "ON l.workspace_id = s.workspace_id AND l.source_id = s.id LEFT JOIN entries t "
         "ON t.workspace_id = l.workspace_id AND t.slug = l.target_slug "
-        "WHERE l.workspace_id = ? AND l.source_id = ? ORDER BY l.target_slug",
-        (tx.require_workspace(), entry_id),
+        "WHERE s.workspace_id = ? AND s.slug = ? ORDER BY l.target_slug",
+        (tx.require_workspace(), slug),
     )
 
 
-def backlinks_of(tx: Tx, slug: str) -> list[Row]:
-    return tx.all(
+def backlinks_of(tx: Tx, slug: str) -> Later:
+    """The entries linking to ``slug``, read with the next statement sent or the commit."""
+    return tx.read_later(
         "SELECT s.slug, s.title FROM entry_links l JOIN entries s ON s.id = l.source_id "
         "WHERE l.workspace_id = ? AND l.target_slug = ? ORDER BY s.slug",
         (tx.require_workspace(), slug),
@@ -229,10 +238,16 @@ def match_expression(dialect: str, groups: Sequence[Sequence[str]]) -> str:
 
 def search(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Sequence[str],
            ids_only: bool = False) -> list[Row]:
-    """Ranked hits with their bodies and word maps (``ids_only``: their ids alone), best first
-    (memory.snippets cuts the snippet from a body, reading only the parts of it that its word map,
-    written with it, says may hold a query word; entry_word_maps is a table of its own, as a column
-    after SQLite's long ones is read by paging through them).
+    """:func:`search_later`'s rows, read now."""
+    return search_later(tx, expression, limit=limit, curated_only=curated_only, tags=tags, ids_only=ids_only).all()
+
+
+def search_later(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Sequence[str],
+                 ids_only: bool = False) -> Later:
+    """Ranked hits with their bodies and word maps (``ids_only``: their ids alone), best first, read with
+    the next statement sent or the commit (memory.snippets cuts the snippet from a body, reading only the
+    parts of it that its word map, written with it, says may hold a query word; entry_word_maps is a table
+    of its own, as a column after SQLite's long ones is read by paging through them).
 
     SQLite: FTS5 ranks inside the index (``rank MATCH 'bm25(…)'``), so entries are joined only
     for the rows returned; CROSS JOIN keeps the index as the outer loop (the planner would
@@ -252,13 +267,13 @@ def search(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Seq
     columns, word_maps = (_HIT_IDS, "") if ids_only else (_HIT_COLUMNS, _WORD_MAPS)
     if tx.dialect == "sqlite":
         filters, params = _recall_filters(workspace, curated_only=curated_only, tags=tags)
-        return tx.all(
+        return tx.read_later(
             f"SELECT {columns} FROM entries_fts CROSS JOIN entries e ON e.id = entries_fts.rowid {word_maps}"
             f"WHERE entries_fts MATCH ? AND entries_fts.rank MATCH ? AND e.workspace_id = ?{filters} "
             "ORDER BY entries_fts.rank LIMIT ?",
             (expression, _BM25_WEIGHTS, workspace, *params, limit),
         )
-    return tx.all(
+    return tx.read_later(
         f"SELECT {columns} FROM armarius_search_entries(to_tsquery('simple', ?), ?, ?, ?, ?) hit "
         f"JOIN entries e ON e.id = hit.entry_id AND e.workspace_id = ? {word_maps}"
         "ORDER BY hit.rank DESC, hit.entry_id",
@@ -382,20 +397,30 @@ def existing_slugs(tx: Tx, slugs: Sequence[str]) -> set[str]:
 def recall_rows(tx: Tx, entry_ids: Sequence[int], *, curated_only: bool, tags: Sequence[str],
                 ids_only: bool = False) -> dict[int, Row]:
     """The entries among ``entry_ids`` that pass recall's filters, as search returns them, by id."""
-    if not entry_ids:
-        return {}
+    return by_id(recall_rows_later(tx, entry_ids, curated_only=curated_only, tags=tags, ids_only=ids_only))
+
+
+def by_id(rows: Later) -> dict[int, Row]:
+    """Recall's rows by entry id."""
+    return {int(row["id"]): row for row in rows.all()}
+
+
+def recall_rows_later(tx: Tx, entry_ids: Sequence[int], *, curated_only: bool, tags: Sequence[str],
+                      ids_only: bool = False) -> Later:
+    """:func:`recall_rows`' rows, read with the next statement sent or the commit."""
     workspace = tx.require_workspace()
     filters, params = _recall_filters(workspace, curated_only=curated_only, tags=tags)
     columns, word_maps = (_HIT_IDS, "") if ids_only else (_HIT_COLUMNS, _WORD_MAPS)
     # The ids pick the rows: SQLite would otherwise walk the workspace's index ("+" keeps it off that column),
     # reading every entry of the workspace to find a few (20 ms at 100,000 entries).
     scope = "+e.workspace_id" if tx.dialect == "sqlite" else "e.workspace_id"
-    rows = tx.all(
+    if not entry_ids:
+        return Later.of(tx, [])
+    return tx.read_later(
         f"SELECT {columns} FROM entries e {word_maps}"
         f"WHERE {scope} = ? AND e.id IN ({', '.join('?' for _ in entry_ids)}){filters}",
         (workspace, *entry_ids, *params),
     )
-    return {int(row["id"]): row for row in rows}
 
 
 def _recall_filters(workspace: int, *, curated_only: bool, tags: Sequence[str]) -> tuple[str, list[Any]]:

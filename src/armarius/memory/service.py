@@ -111,33 +111,45 @@ class MemoryService:
         # Fused, the two rankings' candidates are ranked by their ids alone, and only the entries shown are read.
         fused = by_words and by_meaning
         pool = max(limit, FUSION_CANDIDATES) if fused else limit
-        units: list[dict[str, Any]] = []
-        match, rows, near = "none", list[Row](), list[Row]()
+        units: list[Row] = []
+        match, rows, near, shown = "none", list[Row](), list[Row](), None
+        filtered = curated_only or bool(wanted_tags)
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
-            if by_words:
-                match, rows = "all", queries.search(
-                    tx, queries.match_expression(tx.dialect, [terms]), limit=pool, curated_only=curated_only,
-                    tags=wanted_tags, ids_only=fused,
-                )
+            # The search by words, the vectors this process has not read yet and the evidence units go together,
+            # and the entries shown with the commit (PostgreSQL: two round trips in all).
+            by_all_words = None if not by_words else queries.search_later(
+                tx, queries.match_expression(tx.dialect, [terms]), limit=pool, curated_only=curated_only,
+                tags=wanted_tags, ids_only=fused)
+            # Filters apply after ranking by meaning, so rank more when they may drop some.
+            nearest = None if not by_meaning or self.vectors is None else self.vectors.nearest_later(
+                tx, query, pool * 4 if filtered else pool)
+            # Active evidence units (a human reviewed and activated each), matched by their words; they carry
+            # no tags, so a search by tags finds none.
+            evidence_units = None if self.evidence is None or wanted_tags else self.evidence
+            units_found = None if evidence_units is None else evidence_units.search_later(
+                actor, [terms], limit=limit, within=tx)
+            if by_all_words is not None:
+                match, rows = "all", by_all_words.all()
                 if not rows and len(terms) > 1:
                     match, rows = "any", queries.search(
                         tx, queries.match_expression(tx.dialect, [[term] for term in terms]), limit=pool,
                         curated_only=curated_only, tags=wanted_tags, ids_only=fused,
                     )
-            if by_meaning:
-                near = self._nearest(tx, query, pool, curated_only=curated_only, tags=wanted_tags, ids_only=fused)
+            if nearest is not None:
+                near = self._nearest(tx, nearest(), pool, curated_only=curated_only, tags=wanted_tags,
+                                     ids_only=fused)
             # Entries holding only some of the words are weaker evidence than those holding all of them.
             ranked = _fuse([("lexical", rows, 1.0 if match == "all" else ANY_WORD_WEIGHT), ("semantic", near, 1.0)],
                            limit)
             if fused:
-                shown = queries.recall_rows(tx, [row["id"] for row, _ in ranked], curated_only=False, tags=())
-                ranked = [(shown[row["id"]], found) for row, found in ranked]
-            # Active evidence units (a human reviewed and activated each), matched by their words; they carry
-            # no tags, so a search by tags finds none.
-            if self.evidence is not None and not wanted_tags:
-                units = self.evidence.search(actor, [terms], limit=limit, within=tx)
+                shown = queries.recall_rows_later(tx, [row["id"] for row, _ in ranked], curated_only=False, tags=())
+            if evidence_units is not None and units_found is not None:
+                units = units_found.all()
                 if not units and len(terms) > 1:
-                    units = self.evidence.search(actor, [[term] for term in terms], limit=limit, within=tx)
+                    units = evidence_units.search(actor, [[term] for term in terms], limit=limit, within=tx)
+        if shown is not None:
+            entries = queries.by_id(shown)
+            ranked = [(entries[row["id"]], found) for row, found in ranked]
         results = [{
             "slug": row["slug"], "title": row["title"], "snippet": snippet(row["body"], terms, row["word_map"]),
             "revision": row["revision"], "curated": row["curated_revision"] == row["revision"], "ranked_by": found,
@@ -148,15 +160,12 @@ class MemoryService:
             match = "meaning" if results else "none"
         return {"query": query, "mode": mode, "match": match, "results": results, "evidence": evidence}
 
-    def _nearest(self, tx: Tx, query: str, limit: int, *, curated_only: bool, tags: tuple[str, ...],
-                 ids_only: bool = False) -> list[Row]:
-        """The entries closest in meaning to the query that pass recall's filters, best first; none below
+    def _nearest(self, tx: Tx, scored: list[tuple[int, float]], limit: int, *, curated_only: bool,
+                 tags: tuple[str, ...], ids_only: bool = False) -> list[Row]:
+        """Of the entries ``scored`` by meaning (best first), those that pass recall's filters; none below
         SEMANTIC_FLOOR (a query about nothing the workspace holds finds nothing). ``ids_only``: their ids alone
         (the vectors are the workspace's own, and entries are never deleted: without filters, nothing to read)."""
-        assert self.vectors is not None
-        # Filters apply after ranking, so rank more when they may drop some.
-        wanted = limit * 4 if curated_only or tags else limit
-        near = [entry_id for entry_id, score in self.vectors.nearest(tx, query, wanted) if score >= SEMANTIC_FLOOR]
+        near = [entry_id for entry_id, score in scored if score >= SEMANTIC_FLOOR]
         if ids_only and not (curated_only or tags):
             return [{"id": entry_id} for entry_id in near[:limit]]
         rows = queries.recall_rows(tx, near, curated_only=curated_only, tags=tags, ids_only=ids_only)
@@ -165,12 +174,17 @@ class MemoryService:
     def read(self, actor: Actor, slug: str, revision: int | None = None) -> dict[str, Any]:
         actor.require(Permission.MEMORY_READ)
         check_slug(slug)
+        old_view = None
+        # The entry and its links are read together with the commit (PostgreSQL: one round trip).
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
-            entry = self._existing(tx, slug)
-            links = queries.links_of(tx, entry.id)
-            backlinks = queries.backlinks_of(tx, slug)
-            old = queries.revision(tx, entry.id, revision) if revision is not None else None
-            old_view = None if old is None else _revision_view(tx, entry, queries.decode_revision(old))
+            found, links, backlinks = (queries.entry_later(tx, slug), queries.links_of(tx, slug),
+                                       queries.backlinks_of(tx, slug))
+            if revision is not None and (row := found.one()) is not None:
+                old = queries.revision(tx, row["id"], revision)
+                if old is not None:
+                    old_view = _revision_view(tx, queries.entry_from_row(row), queries.decode_revision(old))
+        row = found.one()
+        entry = self._found(None if row is None else queries.entry_from_row(row), slug)
         if revision is not None and old_view is None:
             raise NotFound(f"{echo(slug)} has revisions 1 to {entry.revision}.", slug=slug, revision=revision)
         result = {
@@ -178,9 +192,9 @@ class MemoryService:
             "revision": entry.revision, "curated": entry.curated, "curated_revision": entry.curated_revision,
             "curated_by": entry.curated_by, "needs_review": entry.needs_review, "updated_at": entry.updated_at,
             "updated_by": entry.updated_by,
-            "links": [row["target_slug"] for row in links if row["title"] is not None],
-            "broken_links": [row["target_slug"] for row in links if row["title"] is None],
-            "backlinks": [row["slug"] for row in backlinks],
+            "links": [row["target_slug"] for row in links.all() if row["title"] is not None],
+            "broken_links": [row["target_slug"] for row in links.all() if row["title"] is None],
+            "backlinks": [row["slug"] for row in backlinks.all()],
         }
         if old_view is not None:
             result.update(old_view)
@@ -574,7 +588,11 @@ class MemoryService:
             vectors.write(tx, self.vectors.embedder, entry_id, revision, title, body)
 
     def _existing(self, tx: Tx, slug: str, *, lock: bool = False) -> Entry:
-        entry = queries.entry_by_slug(tx, slug, lock=lock)
+        return self._found(queries.entry_by_slug(tx, slug, lock=lock), slug)
+
+    @staticmethod
+    def _found(entry: Entry | None, slug: str) -> Entry:
+        """The entry read by ``slug``, or the refusal that there is none."""
         if entry is None:
             raise NotFound(f"There is no entry {echo(slug)} in this workspace.", slug=slug,
                            agent_hint="Use recall or list to find one.")

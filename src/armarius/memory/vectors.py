@@ -17,7 +17,7 @@ to tune or rebuild. The first search of a workspace in a process reads all its v
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -169,13 +169,35 @@ class VectorIndex:
 
     def nearest(self, tx: Tx, query: str, limit: int) -> list[tuple[int, float]]:
         """The ``limit`` entries whose vectors are closest to the query's (entry id, cosine), best first."""
-        vector = self.embedder.embed([query])[0]
+        return self.nearest_later(tx, query, limit)()
+
+    def nearest_later(self, tx: Tx, query: str, limit: int) -> Callable[[], list[tuple[int, float]]]:
+        """:meth:`nearest`, to be called for: the vectors written since this process last read the
+        workspace's are read with the next statement sent or the commit; meanwhile (PostgreSQL: while they
+        travel) the query is embedded and compared with the vectors held, again afterwards only if there
+        were new ones."""
         workspace = tx.require_workspace()
         with self._lock:
             space = self._spaces.setdefault(workspace, _Space())
-        with space.lock:
-            fresh = tx.all("SELECT entry_id, seq, vector FROM entry_vectors WHERE workspace_id = ? AND seq > ? "
-                           f"AND model = {_MODEL} ORDER BY seq", (workspace, space.seen, self.embedder.model_id))
-            if fresh:
-                space.add(fresh)
-            return space.nearest(vector, limit)
+        fresh = tx.read_later("SELECT entry_id, seq, vector FROM entry_vectors WHERE workspace_id = ? AND seq > ? "
+                              f"AND model = {_MODEL} ORDER BY seq", (workspace, space.seen, self.embedder.model_id))
+        vectors: list[np.ndarray[Any, np.dtype[np.float32]]] = []
+        early: list[tuple[int, list[tuple[int, float]]]] = []  # what was found, and after which vector
+
+        def meanwhile() -> None:
+            vectors.extend(self.embedder.embed([query]))
+            with space.lock:
+                early.append((space.seen, space.nearest(vectors[0], limit)))
+
+        tx.meanwhile(meanwhile)
+
+        def found() -> list[tuple[int, float]]:
+            rows = fresh.all()  # sent now if still queued; the meanwhile work ran once it went
+            with space.lock:
+                # Another search may have taken in some of them since: vectors are numbered in commit order.
+                if new := [row for row in rows if row["seq"] > space.seen]:
+                    space.add(new)
+                seen, nearest = early[0]
+                return nearest if seen == space.seen else space.nearest(vectors[0], limit)
+
+        return found

@@ -80,6 +80,13 @@ class Later:
         self._tx = tx
         self._rows: list[Row] | None = None
 
+    @classmethod
+    def of(cls, tx: Tx, rows: list[Row]) -> Later:
+        """Rows known without a statement (nothing to read)."""
+        later = cls(tx)
+        later.fill(rows)
+        return later
+
     def all(self) -> list[Row]:
         if self._rows is None:
             self._tx.flush()
