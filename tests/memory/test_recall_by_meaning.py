@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from armarius.app import Armarius, open_app
 from armarius.config import Settings
 from armarius.errors import InvalidInput
 from armarius.memory.service import RememberRequest
+from armarius.memory.vectors import VectorIndex
 from tests.cli.test_cli import Cli
 from tests.helpers import OwnerSQL, Team, agent_of, make_team
 
@@ -71,6 +73,46 @@ def test_a_new_revision_gets_a_new_vector_in_its_transaction(app: Armarius, team
     assert [seq for _, _, seq in rows] == [1, 3, 4, 5]  # numbered in commit order; lunch's first (2) replaced
     pizza = [hit["slug"] for hit in app.memory.recall(team.agent, "pizza on Fridays", mode="semantic")["results"]]
     assert "team/lunch" not in pizza[:1]  # the search by meaning reads the new revision's vector
+
+
+def test_a_search_that_read_new_vectors_before_another_never_brings_back_older_ones(app: Armarius,
+                                                                                   team: Team) -> None:
+    """Two searches catch up on a workspace's new vectors at once; the one that read them first takes them in
+    last. The process's copy ends as a read from scratch finds it, never with an older revision's vector."""
+    index = app.memory.vectors
+    assert index is not None
+    app.memory.recall(team.agent, QUESTION, mode="semantic")  # the copy holds every vector
+    lunch, question = "team/lunch", "pizza on Fridays"
+    app.memory.remember(team.agent, RememberRequest(lunch, "Lunch order", "The team orders sushi on Mondays."))
+    read, go, answers = threading.Event(), threading.Event(), []
+
+    def older_search() -> None:
+        with app.database.transaction(workspace_id=team.agent.workspace_id) as tx:
+            found = index.nearest_later(tx, question, 4)
+            tx.flush()  # its read of the new vectors has run (PostgreSQL sends it now)
+            read.set()
+            go.wait(10)
+            answers.append(found())
+
+    thread = threading.Thread(target=older_search)
+    thread.start()
+    assert read.wait(10)
+    app.memory.remember(team.agent, RememberRequest(lunch, "Lunch order",
+                                                    "Releases go to the pre-production host stage-3 first."))
+    app.memory.recall(team.agent, QUESTION, mode="semantic")  # a later search takes in the newest vector
+    go.set()
+    thread.join(10)
+    with app.database.transaction(workspace_id=team.agent.workspace_id) as tx:
+        from_scratch = VectorIndex(index.embedder).nearest(tx, question, 4)
+        kept = index.nearest(tx, question, 4)
+    assert lunch_id(app, team) in [entry for entry, _ in from_scratch]
+    assert kept == from_scratch
+    assert answers == [from_scratch]
+
+
+def lunch_id(app: Armarius, team: Team) -> int:
+    with OwnerSQL(app.settings) as sql:
+        return int(sql.rows("SELECT id FROM entries WHERE slug = 'team/lunch'")[0][0])
 
 
 def test_filters_apply_to_the_search_by_meaning(app: Armarius, team: Team) -> None:

@@ -38,7 +38,7 @@ from armarius.memory.model import (
 )
 from armarius.memory.snippets import snippet
 from armarius.memory.vectors import VectorIndex
-from armarius.store import Database, Row, Tx, UniqueViolation, utc_now
+from armarius.store import Database, Later, Row, Tx, UniqueViolation, utc_now
 from armarius.validation import check_filter
 
 RECALL_MAX = 50
@@ -108,26 +108,27 @@ class MemoryService:
         by_words, by_meaning = mode != "semantic", mode != "lexical" and self.vectors is not None
         if not terms:
             return {"query": query, "mode": mode, "match": "none", "results": [], "evidence": []}
-        # Fused, the two rankings' candidates are ranked by their ids alone, and only the entries shown are read.
+        # Ranked by meaning (alone or fused), the candidates are ranked by their ids alone, and only the entries
+        # shown are read, with the commit.
         fused = by_words and by_meaning
         pool = max(limit, FUSION_CANDIDATES) if fused else limit
-        units: list[Row] = []
         match, rows, near, shown = "none", list[Row](), list[Row](), None
-        filtered = curated_only or bool(wanted_tags)
+        units: Later | None = None
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
-            # The search by words, the vectors this process has not read yet and the evidence units go together,
-            # and the entries shown with the commit (PostgreSQL: two round trips in all).
+            # The search by words, the vectors this process has not read yet and the evidence units go together
+            # (PostgreSQL: one round trip, and one more with the commit).
             by_all_words = None if not by_words else queries.search_later(
                 tx, queries.match_expression(tx.dialect, [terms]), limit=pool, curated_only=curated_only,
                 tags=wanted_tags, ids_only=fused)
             # Filters apply after ranking by meaning, so rank more when they may drop some.
+            filtered = curated_only or bool(wanted_tags)
             nearest = None if not by_meaning or self.vectors is None else self.vectors.nearest_later(
                 tx, query, pool * 4 if filtered else pool)
             # Active evidence units (a human reviewed and activated each), matched by their words; they carry
             # no tags, so a search by tags finds none.
-            evidence_units = None if self.evidence is None or wanted_tags else self.evidence
-            units_found = None if evidence_units is None else evidence_units.search_later(
-                actor, [terms], limit=limit, within=tx)
+            evidence = None if self.evidence is None or wanted_tags else self.evidence
+            if evidence is not None:
+                units = evidence.search_later(actor, [terms], limit=limit, within=tx)
             if by_all_words is not None:
                 match, rows = "all", by_all_words.all()
                 if not rows and len(terms) > 1:
@@ -136,17 +137,14 @@ class MemoryService:
                         curated_only=curated_only, tags=wanted_tags, ids_only=fused,
                     )
             if nearest is not None:
-                near = self._nearest(tx, nearest(), pool, curated_only=curated_only, tags=wanted_tags,
-                                     ids_only=fused)
+                near = self._nearest(tx, nearest(), pool, curated_only=curated_only, tags=wanted_tags)
             # Entries holding only some of the words are weaker evidence than those holding all of them.
             ranked = _fuse([("lexical", rows, 1.0 if match == "all" else ANY_WORD_WEIGHT), ("semantic", near, 1.0)],
                            limit)
-            if fused:
+            if by_meaning:
                 shown = queries.recall_rows_later(tx, [row["id"] for row, _ in ranked], curated_only=False, tags=())
-            if evidence_units is not None and units_found is not None:
-                units = units_found.all()
-                if not units and len(terms) > 1:
-                    units = evidence_units.search(actor, [[term] for term in terms], limit=limit, within=tx)
+            if evidence is not None and units is not None and not units.all() and len(terms) > 1:
+                units = evidence.search_later(actor, [[term] for term in terms], limit=limit, within=tx)
         if shown is not None:
             entries = queries.by_id(shown)
             ranked = [(entries[row["id"]], found) for row, found in ranked]
@@ -154,21 +152,21 @@ class MemoryService:
             "slug": row["slug"], "title": row["title"], "snippet": snippet(row["body"], terms, row["word_map"]),
             "revision": row["revision"], "curated": row["curated_revision"] == row["revision"], "ranked_by": found,
         } for row, found in ranked]
-        evidence = [{"unit": unit["name"], "title": unit["title"], "snippet": snippet(unit["body"], terms),
-                     "revision": unit["revision"], "kind": "evidence"} for unit in units]
+        units_shown = [{"unit": unit["name"], "title": unit["title"], "snippet": snippet(unit["body"], terms),
+                        "revision": unit["revision"], "kind": "evidence"} for unit in (units.all() if units else [])]
         if not rows:
             match = "meaning" if results else "none"
-        return {"query": query, "mode": mode, "match": match, "results": results, "evidence": evidence}
+        return {"query": query, "mode": mode, "match": match, "results": results, "evidence": units_shown}
 
     def _nearest(self, tx: Tx, scored: list[tuple[int, float]], limit: int, *, curated_only: bool,
-                 tags: tuple[str, ...], ids_only: bool = False) -> list[Row]:
-        """Of the entries ``scored`` by meaning (best first), those that pass recall's filters; none below
-        SEMANTIC_FLOOR (a query about nothing the workspace holds finds nothing). ``ids_only``: their ids alone
-        (the vectors are the workspace's own, and entries are never deleted: without filters, nothing to read)."""
+                 tags: tuple[str, ...]) -> list[Row]:
+        """Of the entries ``scored`` by meaning (best first), the ids of those that pass recall's filters; none
+        below SEMANTIC_FLOOR (a query about nothing the workspace holds finds nothing). The vectors are the
+        workspace's own, and entries are never deleted: without filters, nothing to read."""
         near = [entry_id for entry_id, score in scored if score >= SEMANTIC_FLOOR]
-        if ids_only and not (curated_only or tags):
+        if not (curated_only or tags):
             return [{"id": entry_id} for entry_id in near[:limit]]
-        rows = queries.recall_rows(tx, near, curated_only=curated_only, tags=tags, ids_only=ids_only)
+        rows = queries.recall_rows(tx, near, curated_only=curated_only, tags=tags, ids_only=True)
         return [rows[entry_id] for entry_id in near if entry_id in rows][:limit]
 
     def read(self, actor: Actor, slug: str, revision: int | None = None) -> dict[str, Any]:

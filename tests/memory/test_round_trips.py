@@ -1,0 +1,75 @@
+"""On PostgreSQL every round trip to the server is a wait, and under load a wait for the interpreter too:
+read and recall send what they need together, the last of it with the commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import pq
+
+from armarius.app import Armarius
+from armarius.memory.service import RememberRequest
+from armarius.store import Tx
+from tests.helpers import Team, make_team
+
+pytestmark = pytest.mark.parametrize("settings", ["postgresql"], indirect=True)
+
+
+@pytest.fixture
+def team(app: Armarius) -> Team:
+    team = make_team(app)
+    app.memory.remember(team.agent, RememberRequest("ops/deploy", "Deploy host", "Releases go to [[ops/stage]]."))
+    app.memory.remember(team.agent, RememberRequest("ops/stage", "Stage host", "The staging box is stage-3."))
+    return team
+
+
+@pytest.fixture
+def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times transactions went to the server: statements sent together count once, and so does a
+    commit the pool sends at the end of a transaction that had nothing left to send with it."""
+    counted = [0]
+    send, run, commit = Tx._send, Tx._run, psycopg.Connection.commit
+
+    def counting_send(tx: Tx, then: Any) -> None:
+        counted[0] += 1
+        send(tx, then)
+
+    def counting_run(tx: Tx, sql: str, params: Any) -> None:
+        if not (tx._queued or tx._meanwhile):  # run alone, not through _send
+            counted[0] += 1
+        run(tx, sql, params)
+
+    def counting_commit(connection: psycopg.Connection[Any]) -> None:
+        if connection.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+            counted[0] += 1
+        commit(connection)
+
+    monkeypatch.setattr(Tx, "_send", counting_send)
+    monkeypatch.setattr(Tx, "_run", counting_run)
+    monkeypatch.setattr(psycopg.Connection, "commit", counting_commit)
+    return counted
+
+
+def trips(counted: list[int], call: Any) -> int:
+    before = counted[0]
+    call()
+    return counted[0] - before
+
+
+def test_read_is_one_round_trip(app: Armarius, team: Team, round_trips: list[int]) -> None:
+    answer: dict[str, Any] = {}
+    assert trips(round_trips, lambda: answer.update(app.memory.read(team.agent, "ops/deploy"))) == 1
+    assert answer["links"] == ["ops/stage"]
+    assert trips(round_trips, lambda: answer.update(app.memory.read(team.agent, "ops/stage"))) == 1
+    assert answer["backlinks"] == ["ops/deploy"]
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("hybrid", 2), ("lexical", 2), ("semantic", 2)])
+def test_recall_is_two_round_trips(
+        app: Armarius, team: Team, round_trips: list[int], mode: str, expected: int) -> None:
+    answer: dict[str, Any] = {}
+    assert trips(round_trips, lambda: answer.update(app.memory.recall(team.agent, "staging box", mode=mode))) \
+        == expected
+    assert answer["results"][0]["slug"] == "ops/stage"
