@@ -1,5 +1,5 @@
 """On PostgreSQL every round trip to the server is a wait, and under load a wait for the interpreter too:
-read and recall send what they need together, the last of it with the commit."""
+read, recall and remember send what they need together, the last of it with the commit."""
 
 from __future__ import annotations
 
@@ -73,3 +73,21 @@ def test_recall_is_two_round_trips(
     assert trips(round_trips, lambda: answer.update(app.memory.recall(team.agent, "staging box", mode=mode))) \
         == expected
     assert answer["results"][0]["slug"] == "ops/stage"
+
+
+def test_remember_is_four_round_trips_for_a_new_entry_and_three_for_a_new_revision(
+        app: Armarius, team: Team, round_trips: list[int]) -> None:
+    """A new entry: its look, its turn among creations with a second look and the duplicate check's reads,
+    its insert with the audit chain's head, the rest with the commit. A new revision: its look, its writes
+    with the audit chain's head, the audit event with the commit."""
+    answer: dict[str, Any] = {}
+    new = RememberRequest("ops/new", "New host", "The new box in rack 7 runs the release pipeline.")
+    assert trips(round_trips, lambda: answer.update(app.memory.remember(team.agent, new))) == 4
+    assert answer["status"] == "written"
+    again = RememberRequest("ops/new", "New host", "The new box in rack 8 runs the release pipeline.")
+    assert trips(round_trips, lambda: answer.update(app.memory.remember(team.agent, again))) == 3
+    assert answer["revision"] == 2
+    same = RememberRequest("ops/new-box", "New host", "The new box in rack 8 runs the release pipeline.")
+    assert trips(round_trips, lambda: answer.update(app.memory.remember(team.agent, same))) == 3
+    assert answer["code"] == "possible_duplicate"
+    assert app.memory.recall(team.agent, "rack 8 release pipeline")["results"][0]["slug"] == "ops/new"

@@ -12,6 +12,7 @@ Python: word overlap of the titles and word-pair overlap of the bodies.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,22 +43,31 @@ class _Shape:
         return cls(frozenset(title_words), frozenset(_pairs(body_words)))
 
 
-def find_duplicates(tx: Tx, slug: str, title: str, body: str, threshold: float) -> list[dict[str, Any]]:
-    scored: dict[str, tuple[float, Entry]] = {}
-    for entry in queries.entries_by_slug_key(tx, slug_key(slug)):
-        scored[entry.slug] = (_SLUG_MATCH_SCORE, entry)
+def find_duplicates(tx: Tx, slug: str, title: str, body: str, threshold: float) -> Callable[[], list[dict[str, Any]]]:
+    """The entries that may be the same knowledge as the new one (at most five, best first), to be called for:
+    the candidates are read with the transaction's next statement sent or its commit (PostgreSQL)."""
+    by_slug = queries.entries_by_slug_key(tx, slug_key(slug))
     title_words, body_words = _lower_words(title), _lower_words(body)
     groups = _search_groups(title_words, body_words, threshold)
-    if groups:
-        new = _Shape.of_words(title_words, body_words)
-        for entry in queries.similar_candidates(tx, queries.match_expression(tx.dialect, groups), _CANDIDATES):
-            score = _similarity(new, _Shape.of(entry.title, entry.body))
-            if score > scored.get(entry.slug, (0.0, entry))[0]:
-                scored[entry.slug] = (score, entry)
-    hits = sorted(((score, entry) for score, entry in scored.values() if score >= threshold),
-                  key=lambda hit: (-hit[0], hit[1].slug))
-    return [{"slug": entry.slug, "title": entry.title, "score": round(score, 3), "revision": entry.revision,
-             "curated": entry.curated} for score, entry in hits[:5]]
+    similar = None if not groups else queries.similar_candidates(
+        tx, queries.match_expression(tx.dialect, groups), _CANDIDATES)
+
+    def found() -> list[dict[str, Any]]:
+        scored: dict[str, tuple[float, Entry]] = {}
+        for entry in map(queries.entry_from_row, by_slug.all()):
+            scored[entry.slug] = (_SLUG_MATCH_SCORE, entry)
+        if similar is not None:
+            new = _Shape.of_words(title_words, body_words)
+            for entry in map(queries.entry_from_row, similar.all()):
+                score = _similarity(new, _Shape.of(entry.title, entry.body))
+                if score > scored.get(entry.slug, (0.0, entry))[0]:
+                    scored[entry.slug] = (score, entry)
+        hits = sorted(((score, entry) for score, entry in scored.values() if score >= threshold),
+                      key=lambda hit: (-hit[0], hit[1].slug))
+        return [{"slug": entry.slug, "title": entry.title, "score": round(score, 3), "revision": entry.revision,
+                 "curated": entry.curated} for score, entry in hits[:5]]
+
+    return found
 
 
 def _search_groups(title_words: list[str], body_words: list[str], threshold: float) -> list[list[str]]:

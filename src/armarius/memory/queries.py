@@ -58,10 +58,11 @@ def entry_later(tx: Tx, slug: str) -> Later:
                          (tx.require_workspace(), slug))
 
 
-def entries_by_slug_key(tx: Tx, key: str) -> list[Entry]:
-    rows = tx.all(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE workspace_id = ? AND slug_key = ?",
-                  (tx.require_workspace(), key))
-    return [entry_from_row(row) for row in rows]
+def entries_by_slug_key(tx: Tx, key: str) -> Later:
+    """The rows of the entries whose slug has ``key`` (for :func:`entry_from_row`), read with the next
+    statement sent or the commit."""
+    return tx.read_later(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE workspace_id = ? AND slug_key = ?",
+                         (tx.require_workspace(), key))
 
 
 def insert_entry(tx: Tx, *, slug: str, slug_key: str, title: str, body: str, tags: str, by: str, at: str,
@@ -287,8 +288,9 @@ _HIT_IDS = "e.id"
 _WORD_MAPS = "LEFT JOIN entry_word_maps m ON m.entry_id = e.id AND m.workspace_id = e.workspace_id "
 
 
-def similar_candidates(tx: Tx, expression: str, limit: int) -> list[Entry]:
-    """Entries matching any AND-group, best first: the short list the duplicate check scores."""
+def similar_candidates(tx: Tx, expression: str, limit: int) -> Later:
+    """The rows of the entries matching any AND-group, best first (for :func:`entry_from_row`): the short list
+    the duplicate check scores; read with the next statement sent or the commit."""
     workspace = tx.require_workspace()
     columns = ", ".join("e." + column.strip() for column in _ENTRY_COLUMNS.split(","))
     if tx.dialect == "sqlite":
@@ -299,15 +301,14 @@ def similar_candidates(tx: Tx, expression: str, limit: int) -> list[Entry]:
         if len(rows) > limit:
             rows = tx.all(sql.replace("LIMIT ?", "AND entries_fts.rank MATCH ? ORDER BY entries_fts.rank LIMIT ?"),
                           (expression, workspace, _BM25_WEIGHTS, limit))
-    else:
-        # Every match is ranked (no candidate bound): a duplicate shares the new entry's rarest words with
-        # it, and must not be missed because other entries share its more common ones.
-        rows = tx.all(
-            f"SELECT {columns} FROM armarius_search_entries(to_tsquery('simple', ?), ?, false, '{{}}', NULL) hit "
-            "JOIN entries e ON e.id = hit.entry_id AND e.workspace_id = ? ORDER BY hit.rank DESC, hit.entry_id",
-            (expression, limit, workspace),
-        )
-    return [entry_from_row(row) for row in rows]
+        return Later.of(tx, rows)
+    # Every match is ranked (no candidate bound): a duplicate shares the new entry's rarest words with
+    # it, and must not be missed because other entries share its more common ones.
+    return tx.read_later(
+        f"SELECT {columns} FROM armarius_search_entries(to_tsquery('simple', ?), ?, false, '{{}}', NULL) hit "
+        "JOIN entries e ON e.id = hit.entry_id AND e.workspace_id = ? ORDER BY hit.rank DESC, hit.entry_id",
+        (expression, limit, workspace),
+    )
 
 
 def needs_review_entries(tx: Tx) -> list[Entry]:

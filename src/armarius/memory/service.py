@@ -262,9 +262,15 @@ class MemoryService:
             with nullcontext(within) if within is not None else self.database.transaction(
                     workspace_id=actor.workspace_id, write=True) as tx:
                 entry = queries.entry_by_slug(tx, slug, lock=True)
-                # Creations queue up per workspace, so the duplicate check sees a concurrent creation.
-                if entry is None and tx.serialize(_CREATE_TOPIC):
-                    entry = queries.entry_by_slug(tx, slug, lock=True)
+                duplicates = None
+                if entry is None:
+                    # Creations queue up per workspace, so the duplicate check sees a concurrent creation (its
+                    # reads go with the second look, which PostgreSQL needs once the creation's turn comes).
+                    looks_again = tx.serialize(_CREATE_TOPIC)
+                    if not request.confirm_distinct:
+                        duplicates = find_duplicates(tx, slug, title, body, self.limits.duplicate_threshold)
+                    if looks_again:
+                        entry = queries.entry_by_slug(tx, slug, lock=True)
                 current = entry.revision if entry else 0
                 if expected is not None and expected != current:
                     raise Conflict(
@@ -272,7 +278,8 @@ class MemoryService:
                         slug=slug, current_revision=current, expected_revision=expected,
                     )
                 if entry is None:
-                    return self._create(tx, actor, request, slug, title, body, tags or (), reason, operation)
+                    return self._create(tx, actor, request, slug, title, body, tags or (), reason, operation,
+                                        duplicates)
                 # Tags left out keep the entry's tags; an empty list clears them.
                 return self._update(tx, actor, request, entry, title, body, entry.tags if tags is None else tags,
                                     reason, operation)
@@ -281,14 +288,14 @@ class MemoryService:
                            slug=slug) from None
 
     def _create(self, tx: Tx, actor: Actor, request: RememberRequest, slug: str, title: str, body: str,
-                tags: tuple[str, ...], reason: str | None, operation: str) -> dict[str, Any]:
-        if not request.confirm_distinct:
-            candidates = find_duplicates(tx, slug, title, body, self.limits.duplicate_threshold)
-            if candidates:
-                return {
-                    "status": "judgment_required", "code": "possible_duplicate", "written": False,
-                    "candidates": candidates, "instruction": DUPLICATE_INSTRUCTION,
-                }
+                tags: tuple[str, ...], reason: str | None, operation: str,
+                duplicates: Callable[[], list[dict[str, Any]]] | None) -> dict[str, Any]:
+        if duplicates is not None and (candidates := duplicates()):
+            return {
+                "status": "judgment_required", "code": "possible_duplicate", "written": False,
+                "candidates": candidates, "instruction": DUPLICATE_INSTRUCTION,
+            }
+        audit.prepare(tx)  # the audit chain's head is read with the entry's insert
         now, encoded = utc_now(), queries.encode_tags(tags)
         entry_id = queries.insert_entry(tx, slug=slug, slug_key=slug_key(slug), title=title, body=body, tags=encoded,
                                         by=actor.audit_name, at=now)

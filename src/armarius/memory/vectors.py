@@ -38,18 +38,19 @@ def write(tx: Tx, embedder: Embedder, entry_id: int, revision: int, title: str, 
 
 
 def put(tx: Tx, vectors: Sequence[tuple[int, int, bytes]], model: str) -> None:
-    """Store vectors (entry id, revision, quantized vector) of ``model``, numbered in commit order."""
+    """Store vectors (entry id, revision, quantized vector) of ``model``, numbered in commit order; sent with
+    the transaction's next statement or its commit (PostgreSQL)."""
     workspace = tx.require_workspace()
     tx.serialize(_VECTOR_TOPIC)
+    tx.execute_later(_REGISTER, (model, model))
     for entry_id, revision, vector in vectors:
-        row = (entry_id, workspace, workspace, revision, vector, model)
-        if not tx.execute(_PUT, row):  # the model's first vector in this store: register the model
-            tx.execute("INSERT INTO vector_models (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (model,))
-            tx.execute(_PUT, row)
+        tx.execute_later(_PUT, (entry_id, workspace, workspace, revision, vector, model))
 
 
-#: One vector, of the model named last, numbered after the workspace's last; writes nothing when the
-#: model is not registered yet.
+#: The model, registered unless it is already (the model's first vector in this store).
+_REGISTER = ("INSERT INTO vector_models (name) SELECT ? WHERE NOT EXISTS (SELECT 1 FROM vector_models WHERE name = ?) "
+             "ON CONFLICT (name) DO NOTHING")
+#: One vector, of the model named last, numbered after the workspace's last.
 _PUT = ("INSERT INTO entry_vectors (entry_id, workspace_id, seq, revision, model, vector) "
         "SELECT ?, ?, coalesce((SELECT max(seq) FROM entry_vectors WHERE workspace_id = ?), 0) + 1, ?, m.id, ? "
         "FROM vector_models m WHERE m.name = ? "
