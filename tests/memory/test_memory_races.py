@@ -532,3 +532,30 @@ def test_near_duplicate_slugs_created_at_once(app: Armarius, settings: Settings,
             raise AssertionError(f"{slug}: both near-duplicates were created: {outcomes}")
     _report(request, race, "threads", counts)
     assert counts == {"one created, the other got possible_duplicate": ROUNDS}
+
+
+def test_creations_and_new_revisions_at_once_never_deadlock(app: Armarius) -> None:
+    """Every writer takes a workspace's locks in one order (the turn among creations, the vectors'
+    numbering, the audit chain's head): four threads creating entries and revising their own at once, on
+    one workspace, all succeed (PostgreSQL would detect a deadlock and fail one of them otherwise)."""
+    team = make_team(app)
+    failures: list[str] = []
+
+    def writer(number: int) -> None:
+        own = f"writers/own-{number}"
+        try:
+            app.memory.remember(team.agent, RememberRequest(own, "Own entry", _words(own)))
+            for step in range(25):
+                slug = f"writers/{number}-{step}"
+                app.memory.remember(team.agent, RememberRequest(slug, _title(slug), _words(slug)))
+                app.memory.remember(team.agent, RememberRequest(own, "Own entry", f"{_words(own)} step {step}"))
+        except Exception:  # any failure is the finding
+            failures.append(traceback.format_exc())
+
+    threads = [threading.Thread(target=writer, args=(number,)) for number in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(BARRIER_TIMEOUT)
+    assert not failures, failures[0]
+    assert len(app.memory.list_entries(team.agent, prefix="writers/", limit=200)["entries"]) == 4 * 26

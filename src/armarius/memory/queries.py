@@ -409,14 +409,14 @@ def by_id(rows: Later) -> dict[int, Row]:
 def recall_rows_later(tx: Tx, entry_ids: Sequence[int], *, curated_only: bool, tags: Sequence[str],
                       ids_only: bool = False) -> Later:
     """:func:`recall_rows`' rows, read with the next statement sent or the commit."""
+    if not entry_ids:
+        return Later.of(tx, [])
     workspace = tx.require_workspace()
     filters, params = _recall_filters(workspace, curated_only=curated_only, tags=tags)
     columns, word_maps = (_HIT_IDS, "") if ids_only else (_HIT_COLUMNS, _WORD_MAPS)
     # The ids pick the rows: SQLite would otherwise walk the workspace's index ("+" keeps it off that column),
     # reading every entry of the workspace to find a few (20 ms at 100,000 entries).
     scope = "+e.workspace_id" if tx.dialect == "sqlite" else "e.workspace_id"
-    if not entry_ids:
-        return Later.of(tx, [])
     return tx.read_later(
         f"SELECT {columns} FROM entries e {word_maps}"
         f"WHERE {scope} = ? AND e.id IN ({', '.join('?' for _ in entry_ids)}){filters}",

@@ -143,7 +143,7 @@ class MemoryService:
                            limit)
             if by_meaning:
                 shown = queries.recall_rows_later(tx, [row["id"] for row, _ in ranked], curated_only=False, tags=())
-            if evidence is not None and units is not None and not units.all() and len(terms) > 1:
+            if evidence is not None and units is not None and not units.all() and len(terms) > 1:  # any word
                 units = evidence.search_later(actor, [[term] for term in terms], limit=limit, within=tx)
         if shown is not None:
             entries = queries.by_id(shown)
@@ -153,7 +153,8 @@ class MemoryService:
             "revision": row["revision"], "curated": row["curated_revision"] == row["revision"], "ranked_by": found,
         } for row, found in ranked]
         units_shown = [{"unit": unit["name"], "title": unit["title"], "snippet": snippet(unit["body"], terms),
-                        "revision": unit["revision"], "kind": "evidence"} for unit in (units.all() if units else [])]
+                        "revision": unit["revision"], "kind": "evidence"}
+                       for unit in ([] if units is None else units.all())]
         if not rows:
             match = "meaning" if results else "none"
         return {"query": query, "mode": mode, "match": match, "results": results, "evidence": units_shown}
@@ -295,7 +296,11 @@ class MemoryService:
                 "status": "judgment_required", "code": "possible_duplicate", "written": False,
                 "candidates": candidates, "instruction": DUPLICATE_INSTRUCTION,
             }
-        audit.prepare(tx)  # the audit chain's head is read with the entry's insert
+        # The audit chain's head is read with the entry's insert; the vectors' numbering, which every writer
+        # takes before the head (a writer taking them the other way round could deadlock with this one), first.
+        if self.vectors is not None:
+            vectors.take_turn(tx)
+        audit.prepare(tx)
         now, encoded = utc_now(), queries.encode_tags(tags)
         entry_id = queries.insert_entry(tx, slug=slug, slug_key=slug_key(slug), title=title, body=body, tags=encoded,
                                         by=actor.audit_name, at=now)

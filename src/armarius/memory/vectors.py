@@ -41,10 +41,16 @@ def put(tx: Tx, vectors: Sequence[tuple[int, int, bytes]], model: str) -> None:
     """Store vectors (entry id, revision, quantized vector) of ``model``, numbered in commit order; sent with
     the transaction's next statement or its commit (PostgreSQL)."""
     workspace = tx.require_workspace()
-    tx.serialize(_VECTOR_TOPIC)
+    take_turn(tx)
     tx.execute_later(_REGISTER, (model, model))
     for entry_id, revision, vector in vectors:
         tx.execute_later(_PUT, (entry_id, workspace, workspace, revision, vector, model))
+
+
+def take_turn(tx: Tx) -> None:
+    """Hold the workspace's vector numbering until the transaction ends (PostgreSQL), with the next statement.
+    Writers take it before the audit chain's head, as every writer takes the two (see put)."""
+    tx.serialize(_VECTOR_TOPIC)
 
 
 #: The model, registered unless it is already (the model's first vector in this store).

@@ -138,6 +138,7 @@ class Tx:
         #: Reads a feature queued for a later step of the same transaction (see audit.prepare), by name.
         self.prepared: dict[str, Later] = {}
         self._meanwhile: list[Callable[[], object]] = []
+        self._serialized: set[int] = set()
 
     def require_workspace(self) -> int:
         if self.workspace_id is None:
@@ -150,10 +151,12 @@ class Tx:
         SQLite writers already hold the database's write lock (returns False: nothing new to read);
         PostgreSQL takes a transaction-level advisory lock, for check-then-insert sequences that have
         no existing row to lock (returns True: what others committed meanwhile is now visible). The lock
-        is taken with the next statement, in the same round trip, just before it runs.
+        is taken with the next statement, in the same round trip, just before it runs. Asked again for a
+        topic it holds, the transaction has nothing new to take (returns False).
         """
-        if self.dialect == "sqlite":
+        if self.dialect == "sqlite" or topic in self._serialized:
             return False
+        self._serialized.add(topic)
         self._queued.append(_Queued(f"SELECT pg_advisory_xact_lock({int(topic)}, {int(self.require_workspace())})",
                                     setup=True))
         return True
