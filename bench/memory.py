@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import json
 import os
@@ -199,17 +200,28 @@ class SizeFigures:
 
 
 class _Recorder:
-    """A cursor that only notes the statement it is given: how the bench learns recall's exact SQL."""
+    """A cursor (and its connection) that only notes the statement it is given: how the bench learns recall's
+    exact SQL, whether the transaction runs it at once or sends it queued (PostgreSQL's pipeline)."""
 
     def __init__(self) -> None:
         self.statement: tuple[str, tuple[Any, ...]] | None = None
         self.rowcount = 0
+        self.connection = self
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         self.statement = (sql, tuple(params))
 
     def fetchall(self) -> list[Any]:
         return []
+
+    def pipeline(self) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()
+
+    def cursor(self) -> _Recorder:
+        return self
+
+    def close(self) -> None:
+        pass
 
 
 class BareSearch:

@@ -262,6 +262,9 @@ class MemoryService:
                 raise RuntimeError("remember(within=...) needs a transaction of the actor's workspace")
             with nullcontext(within) if within is not None else self.database.transaction(
                     workspace_id=actor.workspace_id, write=True) as tx:
+                # The new content's vector is made while the first look travels (PostgreSQL).
+                embedded = None if self.vectors is None else vectors.embedding_meanwhile(
+                    tx, self.vectors.embedder, title, body)
                 entry = queries.entry_by_slug(tx, slug, lock=True)
                 duplicates = None
                 if entry is None:
@@ -280,17 +283,18 @@ class MemoryService:
                     )
                 if entry is None:
                     return self._create(tx, actor, request, slug, title, body, tags or (), reason, operation,
-                                        duplicates)
+                                        duplicates, embedded)
                 # Tags left out keep the entry's tags; an empty list clears them.
                 return self._update(tx, actor, request, entry, title, body, entry.tags if tags is None else tags,
-                                    reason, operation)
+                                    reason, operation, embedded)
         except UniqueViolation:
             raise Conflict(f"{echo(slug)} was created by someone else just now. Read it, then decide.",
                            slug=slug) from None
 
     def _create(self, tx: Tx, actor: Actor, request: RememberRequest, slug: str, title: str, body: str,
                 tags: tuple[str, ...], reason: str | None, operation: str,
-                duplicates: Callable[[], list[dict[str, Any]]] | None) -> dict[str, Any]:
+                duplicates: Callable[[], list[dict[str, Any]]] | None, embedded: Callable[[], bytes] | None
+                ) -> dict[str, Any]:
         if duplicates is not None and (candidates := duplicates()):
             return {
                 "status": "judgment_required", "code": "possible_duplicate", "written": False,
@@ -304,7 +308,7 @@ class MemoryService:
         now, encoded = utc_now(), queries.encode_tags(tags)
         entry_id = queries.insert_entry(tx, slug=slug, slug_key=slug_key(slug), title=title, body=body, tags=encoded,
                                         by=actor.audit_name, at=now)
-        self._embed(tx, entry_id, 1, title, body)
+        self._embed(tx, entry_id, 1, title, body, embedded)
         queries.insert_revision(tx, entry_id, 1, title=title, body=body, tags=encoded, reason=reason,
                                 operation_id=operation, author=actor.audit_name, at=now, overrode_curated=False)
         queries.replace_tags_and_links(tx, entry_id, tags, parse_links(body), new_entry=True)
@@ -315,7 +319,8 @@ class MemoryService:
         return {"status": "written", "slug": slug, "revision": 1, "created": True, "operation": operation}
 
     def _update(self, tx: Tx, actor: Actor, request: RememberRequest, entry: Entry, title: str, body: str,
-                tags: tuple[str, ...], reason: str | None, operation: str) -> dict[str, Any]:
+                tags: tuple[str, ...], reason: str | None, operation: str, embedded: Callable[[], bytes] | None
+                ) -> dict[str, Any]:
         overriding = entry.curated
         if overriding and not request.override_curated:
             return {
@@ -327,7 +332,7 @@ class MemoryService:
             return {"status": "unchanged", "slug": entry.slug, "revision": entry.revision}
         revision, now, needs_review = entry.revision + 1, utc_now(), entry.needs_review or overriding
         self._write_revision(tx, actor, entry, revision, now, title=title, body=body, tags=tags, reason=reason,
-                        operation=operation, overriding=overriding, needs_review=needs_review)
+                             operation=operation, overriding=overriding, needs_review=needs_review, embedded=embedded)
         details: dict[str, Any] = {"revision": revision, "operation": operation}
         if overriding:
             details.update(reason=reason, curated_revision=entry.curated_revision, curated_by=entry.curated_by)
@@ -583,19 +588,24 @@ class MemoryService:
 
     def _write_revision(self, tx: Tx, actor: Actor, entry: Entry, revision: int, now: str, *, title: str, body: str,
                         tags: tuple[str, ...], reason: str | None, operation: str, overriding: bool,
-                        needs_review: bool) -> None:
-        """The entry's new current content, its revision in the history, and its tags and links."""
+                        needs_review: bool, embedded: Callable[[], bytes] | None = None) -> None:
+        """The entry's new current content, its revision in the history, its tags and links, and its vector
+        (``embedded``: made already)."""
         encoded = queries.encode_tags(tags)
         queries.update_entry(tx, entry.id, title=title, body=body, tags=encoded, revision=revision,
                              by=actor.audit_name, at=now, needs_review=needs_review)
         queries.insert_revision(tx, entry.id, revision, title=title, body=body, tags=encoded, reason=reason,
                                 operation_id=operation, author=actor.audit_name, at=now, overrode_curated=overriding)
         queries.replace_tags_and_links(tx, entry.id, tags, parse_links(body))
-        self._embed(tx, entry.id, revision, title, body)
+        self._embed(tx, entry.id, revision, title, body, embedded)
 
-    def _embed(self, tx: Tx, entry_id: int, revision: int, title: str, body: str) -> None:
+    def _embed(self, tx: Tx, entry_id: int, revision: int, title: str, body: str,
+               embedded: Callable[[], bytes] | None = None) -> None:
+        """Store the vector of an entry's new revision (``embedded``: made already), in the transaction that
+        writes the revision."""
         if self.vectors is not None:
-            vectors.write(tx, self.vectors.embedder, entry_id, revision, title, body)
+            vector = embedded() if embedded is not None else vectors.embedding(self.vectors.embedder, title, body)
+            vectors.put(tx, [(entry_id, revision, vector)], self.vectors.embedder.model_id)
 
     def _existing(self, tx: Tx, slug: str, *, lock: bool = False) -> Entry:
         return self._found(queries.entry_by_slug(tx, slug, lock=lock), slug)

@@ -31,10 +31,23 @@ if TYPE_CHECKING:  # numpy is imported where vectors are searched: commands that
 _VECTOR_TOPIC = 2002
 
 
-def write(tx: Tx, embedder: Embedder, entry_id: int, revision: int, title: str, body: str) -> None:
-    """Store the vector of an entry's new revision, in the transaction that writes the revision."""
-    vector = quantize(embedder.embed([entry_text(title, body)])[0])
-    put(tx, [(entry_id, revision, vector)], embedder.model_id)
+def embedding(embedder: Embedder, title: str, body: str) -> bytes:
+    """The stored (quantized) vector of an entry's text."""
+    return quantize(embedder.embed([entry_text(title, body)])[0])
+
+
+def embedding_meanwhile(tx: Tx, embedder: Embedder, title: str, body: str) -> Callable[[], bytes]:
+    """:func:`embedding`, made while the transaction's next statements travel (PostgreSQL; at once on SQLite),
+    to be called for once they have gone."""
+    made: list[bytes] = []
+    tx.meanwhile(lambda: made.append(embedding(embedder, title, body)))
+
+    def vector() -> bytes:
+        if not made:
+            raise RuntimeError("the embedding is made with the transaction's next statement: send one first")
+        return made[0]
+
+    return vector
 
 
 def put(tx: Tx, vectors: Sequence[tuple[int, int, bytes]], model: str) -> None:
