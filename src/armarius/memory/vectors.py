@@ -204,19 +204,24 @@ class VectorIndex:
         vectors: list[np.ndarray[Any, np.dtype[np.float32]]] = []
         early: list[tuple[int, list[tuple[int, float]]]] = []  # what was found, and after which vector
 
+        def take_in() -> None:  # under the space's lock
+            # Another search may have taken in some of them since: vectors are numbered in commit order.
+            if new := [row for row in fresh.all() if row["seq"] > space.seen]:
+                space.add(new)
+
         def meanwhile() -> None:
             vectors.extend(self.embedder.embed([query]))
             with space.lock:
+                if fresh.ready:  # SQLite: read already
+                    take_in()
                 early.append((space.seen, space.nearest(vectors[0], limit)))
 
         tx.meanwhile(meanwhile)
 
         def found() -> list[tuple[int, float]]:
-            rows = fresh.all()  # sent now if still queued; the meanwhile work ran once it went
+            fresh.all()  # sent now if still queued; the meanwhile work ran once it went
             with space.lock:
-                # Another search may have taken in some of them since: vectors are numbered in commit order.
-                if new := [row for row in rows if row["seq"] > space.seen]:
-                    space.add(new)
+                take_in()
                 seen, nearest = early[0]
                 return nearest if seen == space.seen else space.nearest(vectors[0], limit)
 

@@ -87,6 +87,11 @@ class Later:
         later.fill(rows)
         return later
 
+    @property
+    def ready(self) -> bool:
+        """The statement has run (on SQLite, at once): its rows are here."""
+        return self._rows is not None
+
     def all(self) -> list[Row]:
         if self._rows is None:
             self._tx.flush()
