@@ -22,7 +22,7 @@ from armarius.app import Armarius, initialize, open_app
 from armarius.audit import chain as audit
 from armarius.config import Settings
 from armarius.errors import SchemaOutdated
-from armarius.store import UniqueViolation, utc_now
+from armarius.store import UniqueViolation, batches, utc_now
 from armarius.store.schema import latest_version, migrations
 from tests.helpers import OwnerSQL
 
@@ -233,6 +233,66 @@ def test_percent_signs_in_sql_are_literal_on_both_engines(app: Armarius) -> None
         assert tx.scalar("SELECT count(*) AS n FROM workspaces WHERE name LIKE 'pct%'") == 2
         assert tx.scalar("SELECT count(*) AS n FROM workspaces WHERE name LIKE ?", ("pct%",)) == 2
         assert tx.scalar("SELECT ? || '%' AS v", ("50",)) == "50%"
+
+
+@pytest.mark.parametrize("value", [
+    "it's a \\ back%slash\n and ü, 日本", "", b"\x00\x01'\\\xff", b"", 0, 32767, 32768, -32769, 2**31, -(2**63),
+    2**63 - 1, True, False, None, 1.5, -0.0,
+], ids=repr)
+def test_a_parameter_of_every_kind_comes_back_as_it_went(app: Armarius, value: object) -> None:
+    """PostgreSQL sends parameters as literals of prepared statements (store.batches): whatever the value,
+    the statement means what it means with bound parameters, alone or with others in one round trip."""
+    with app.database.transaction() as tx:
+        assert tx.scalar("SELECT ? AS v", (value,)) == value
+        later = tx.read_later("SELECT ? AS v, ? AS w", (value, "%s"))
+        assert tx.scalar("SELECT ? AS v", (value,)) == value
+        assert later.one() == {"v": value, "w": "%s"}
+
+
+def test_a_statement_runs_again_after_transactions_that_rolled_back(app: Armarius, settings: Settings) -> None:
+    count = "SELECT count(*) AS n FROM workspaces WHERE name <> ?"
+    insert = "INSERT INTO workspaces (name, created_at) VALUES (?, ?)"
+
+    def insert_twice(attempt: int) -> None:
+        with app.database.transaction(write=True) as tx:
+            assert tx.scalar(count, ("none",)) == attempt
+            tx.execute(insert, (f"kept-{attempt}", utc_now()))
+            tx.execute(insert, (f"kept-{attempt}", utc_now()))
+
+    for attempt in range(3):
+        with pytest.raises(UniqueViolation):
+            insert_twice(attempt)
+        app.directory.create_workspace(f"kept-{attempt}", by="operator:test")
+    with app.database.transaction() as tx:
+        assert tx.scalar(count, ("none",)) == 3
+
+
+def test_statements_behind_one_that_failed_in_the_same_round_trip_run_later(app: Armarius) -> None:
+    """An error stops the rest of a round trip's statements, their first run (on PostgreSQL, their PREPARE)
+    with them: each runs the next time it is asked for."""
+    app.directory.create_workspace("taken", by="operator:test")
+    behind = "SELECT name FROM workspaces WHERE name = ? AND id > ?"
+
+    def stopped() -> None:
+        with app.database.transaction(write=True) as tx:
+            tx.execute_later("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("taken", utc_now()))
+            tx.all(behind, ("taken", 0))
+
+    with pytest.raises(UniqueViolation):
+        stopped()
+    with app.database.transaction() as tx:
+        assert tx.all(behind, ("taken", 0)) == [{"name": "taken"}]
+
+
+def test_statements_beyond_the_prepared_bound_run_with_their_literals(app: Armarius,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batches, "MAX_PREPARED", 0)
+    with app.database.transaction(write=True) as tx:
+        tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("it's", utc_now()))
+    with app.database.transaction() as tx:
+        later = tx.read_later("SELECT name FROM workspaces WHERE name = ? AND name LIKE '%''s'", ("it's",))
+        assert tx.scalar("SELECT ? || '%' AS v", ("50",)) == "50%"
+        assert later.all() == [{"name": "it's"}]
 
 
 def test_require_workspace(app: Armarius) -> None:

@@ -32,9 +32,11 @@ from typing import Any, Literal
 import psycopg
 import psycopg.errors
 from psycopg.rows import dict_row
+from psycopg.waiting import Wait
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from armarius.errors import InvalidInput, StorageUnavailable
+from armarius.store.batches import Batch, Prepared
 
 try:
     import fcntl
@@ -125,9 +127,10 @@ class Tx:
     """One open transaction. ``workspace_id`` is the workspace it is scoped to, if any.
 
     PostgreSQL: statements that need not run at once are queued and go with the next statement sent, in
-    one round trip (psycopg's pipeline mode), the server running them first, in order: the transaction's
-    BEGIN and workspace setting, an advisory lock (:meth:`serialize`), reads whose rows are wanted later
-    (:meth:`read_later`), writes nobody reads the count of (:meth:`execute_later`). What is still queued
+    one round trip (one query string, see :mod:`armarius.store.batches`), the server running them first,
+    in order: the transaction's BEGIN and workspace setting, an advisory lock (:meth:`serialize`), reads
+    whose rows are wanted later (:meth:`read_later`), writes nobody reads the count of
+    (:meth:`execute_later`). What is still queued
     when the transaction ends goes with its COMMIT. On PostgreSQL an error aborts the whole transaction
     wherever it is met, so an error of a queued statement surfaces at the statement it went with (or at
     the commit) and nothing of the transaction is kept. SQLite, with no round trips, runs each at once.
@@ -254,41 +257,93 @@ class Tx:
     def _run(self, sql: str, params: Params) -> None:
         sql, params = self._prepare(sql, params)
         with _storage_errors():
-            if self._queued or self._meanwhile:
+            if self.dialect == "postgresql":
                 self._send((_Queued(sql, params),))
             else:
                 self._cursor.execute(sql, params)
                 self._sent = True
 
     def _send(self, then: tuple[_Queued, ...]) -> None:
-        """Send the queued statements and then ``then``, together; the cursor then holds the last one's
-        result, as after any other statement, and each queued read its rows."""
+        """Send the queued statements and then ``then``, together, in one round trip (see
+        :mod:`armarius.store.batches`), doing the work to do meanwhile while they travel and run; the cursor
+        then holds the last one's result, as after any other statement, and each queued read its rows."""
         queued, self._queued = [*self._queued, *then], []
         work, self._meanwhile = self._meanwhile, []
-        connection = self._cursor.connection
-        reads: list[tuple[Later, Any]] = []
-        failure: BaseException | None = None
-        try:
-            with connection.pipeline():
-                for statement in queued:
-                    cursor = self._cursor
-                    if statement.later is not None:
-                        cursor = connection.cursor()
-                        reads.append((statement.later, cursor))
-                    cursor.execute(statement.sql, statement.params)  # sent at once: the server starts on it
-                try:
-                    for step in work:
-                        step()
-                except BaseException as exc:  # raised once the answers are in
-                    failure = exc
-            self._sent = True
-            if failure is not None:
-                raise failure
-            for later, cursor in reads:
+        cursor = self._cursor
+        connection = cursor.connection
+        assert isinstance(connection, _Connection)
+        batch, failure = connection.run(cursor, [(statement.sql, statement.params) for statement in queued], work)
+        self._sent = True
+        answered = iter(queued)
+        for index, answers in enumerate(batch.answers):
+            if index:
+                cursor.nextset()
+            if answers and (later := next(answered).later) is not None:
                 later.fill([dict(row) for row in cursor.fetchall()])
+        if failure is not None:
+            raise failure
+
+
+class _Connection(psycopg.Connection[Row]):
+    """A pooled PostgreSQL connection that runs a transaction's statements in batches (store.batches), with
+    the statements prepared on it, doing local work while a batch runs."""
+
+    _statements: Prepared | None = None
+    _work: tuple[list[Callable[[], object]], list[BaseException]] | None = None
+
+    def run(self, cursor: psycopg.Cursor[Row], statements: list[tuple[str, Params]],
+            work: list[Callable[[], object]]) -> tuple[Batch, BaseException | None]:
+        """Run ``statements`` on ``cursor`` as one batch, doing ``work`` once the batch is sent and before its
+        answer is read; the batch (its results are the cursor's), and the first exception the work raised
+        (the rest of the work still done), for the caller to raise once it has the answers."""
+        if self._statements is None:
+            self._statements = Prepared(self)
+        batch = self._statements.batch(statements)
+        failures: list[BaseException] = []
+        self._work = (work, failures)
+        try:
+            cursor.execute(batch.text)  # built by store.batches: its literals quoted by psycopg
+        except BaseException:
+            self._statements.forget(batch)
+            raise
         finally:
-            for _, cursor in reads:
-                cursor.close()
+            self._work = None
+        return batch, (failures[0] if failures else None)
+
+    def wait(self, gen: Any, *args: Any, **kwargs: Any) -> Any:
+        """psycopg's wait for a generator of network steps; while a batch of :meth:`run` runs, its work is done
+        at the first wait for the answer."""
+        if self._work is not None and self._work[0]:
+            gen = _meanwhile(gen, *self._work)
+            self._work = None
+        return super().wait(gen, *args, **kwargs)
+
+
+def _meanwhile(gen: Any, work: list[Callable[[], object]], failures: list[BaseException]) -> Any:
+    """``gen`` (psycopg's steps of a query: send it, read its answer), doing ``work`` when it first waits to
+    read: the query is on its way then."""
+
+    def do_work() -> None:
+        for step in work:
+            try:
+                step()
+            except BaseException as exc:  # raised once the answers are in
+                failures.append(exc)
+        work.clear()
+
+    ready = None
+    try:
+        while True:
+            try:
+                waiting_for = gen.send(ready)
+            except StopIteration as stop:
+                do_work()  # the answer was there without a wait
+                return stop.value
+            if work and waiting_for == Wait.R:
+                do_work()
+            ready = yield waiting_for
+    finally:
+        gen.close()
 
 
 @contextmanager
@@ -613,7 +668,10 @@ class PostgresDatabase(Database):
             min_size=1,
             max_size=max_connections,
             # Transactions are begun explicitly (see transaction()); commit() and rollback() still end them.
-            kwargs={"row_factory": dict_row, "autocommit": True},
+            connection_class=_Connection,
+            # psycopg prepares no statement of its own: the store's are prepared by name (see store.batches),
+            # and psycopg's rollback would deallocate all of them with its own.
+            kwargs={"row_factory": dict_row, "autocommit": True, "prepare_threshold": None},
             open=False,
             timeout=connect_timeout,
         )
