@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import cProfile
 import json
 import os
@@ -200,28 +199,17 @@ class SizeFigures:
 
 
 class _Recorder:
-    """A cursor (and its connection) that only notes the statement it is given: how the bench learns recall's
-    exact SQL, whether the transaction runs it at once or sends it queued (PostgreSQL's pipeline)."""
+    """A SQLite cursor that only notes the statement it is given: how the bench learns recall's exact SQL
+    (PostgreSQL queues it: the bench reads it from the transaction's queue)."""
 
     def __init__(self) -> None:
         self.statement: tuple[str, tuple[Any, ...]] | None = None
-        self.rowcount = 0
-        self.connection = self
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         self.statement = (sql, tuple(params))
 
     def fetchall(self) -> list[Any]:
         return []
-
-    def pipeline(self) -> contextlib.nullcontext[None]:
-        return contextlib.nullcontext()
-
-    def cursor(self) -> _Recorder:
-        return self
-
-    def close(self) -> None:
-        pass
 
 
 class BareSearch:
@@ -258,8 +246,11 @@ class BareSearch:
         if not same:
             return (SQLITE_BARE if self.dialect == "sqlite" else POSTGRES_BARE), (expression,)
         recorder = _Recorder()
-        queries.search(Tx(self.dialect, recorder, self.workspace_id), expression, limit=RECALL_LIMIT,
-                       curated_only=False, tags=[])
+        tx = Tx(self.dialect, recorder, self.workspace_id)
+        queries.search_later(tx, expression, limit=RECALL_LIMIT, curated_only=False, tags=[])
+        if self.dialect == "postgresql":
+            queued = tx._queued[-1]  # the statement recall would send, in psycopg's format
+            return queued.sql, tuple(queued.params)
         assert recorder.statement is not None
         return recorder.statement
 
