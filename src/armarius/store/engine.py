@@ -130,10 +130,10 @@ class Tx:
     one round trip (one query string, see :mod:`armarius.store.batches`), the server running them first,
     in order: the transaction's BEGIN and workspace setting, an advisory lock (:meth:`serialize`), reads
     whose rows are wanted later (:meth:`read_later`), writes nobody reads the count of
-    (:meth:`execute_later`). What is still queued
-    when the transaction ends goes with its COMMIT. On PostgreSQL an error aborts the whole transaction
-    wherever it is met, so an error of a queued statement surfaces at the statement it went with (or at
-    the commit) and nothing of the transaction is kept. SQLite, with no round trips, runs each at once.
+    (:meth:`execute_later`). What is still queued when the transaction ends goes with its COMMIT. On
+    PostgreSQL an error aborts the whole transaction wherever it is met, so an error of a queued statement
+    surfaces at the statement it went with (or at the commit) and nothing of the transaction is kept.
+    SQLite, with no round trips, runs each at once.
     """
 
     def __init__(self, dialect: Dialect, cursor: Any, workspace_id: int | None, *, begin: tuple[str, ...] = ()
@@ -294,8 +294,8 @@ class _Connection(psycopg.Connection[Row]):
     def run(self, cursor: psycopg.Cursor[Row], statements: list[tuple[str, Params]],
             work: list[Callable[[], object]]) -> tuple[Batch, BaseException | None]:
         """Run ``statements`` on ``cursor`` as one batch, doing ``work`` once the batch is sent and before its
-        answer is read; the batch (its results are the cursor's), and the first exception the work raised
-        (the rest of the work still done), for the caller to raise once it has the answers."""
+        answer is read; the batch (its results are the cursor's), and what the work raised (the work stops
+        there), for the caller to raise once it has the answers."""
         if self._statements is None:
             self._statements = Prepared(self)
         batch = self._statements.batch(statements)
@@ -324,11 +324,11 @@ def _meanwhile(gen: Any, work: list[Callable[[], object]], failures: list[BaseEx
     read: the query is on its way then."""
 
     def do_work() -> None:
-        for step in work:
-            try:
+        try:
+            for step in work:
                 step()
-            except BaseException as exc:  # raised once the answers are in
-                failures.append(exc)
+        except BaseException as exc:  # raised once the answers are in
+            failures.append(exc)
         work.clear()
 
     ready = None
