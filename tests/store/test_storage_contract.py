@@ -284,15 +284,20 @@ def test_statements_behind_one_that_failed_in_the_same_round_trip_run_later(app:
         assert tx.all(behind, ("taken", 0)) == [{"name": "taken"}]
 
 
-def test_statements_beyond_the_prepared_bound_run_with_their_literals(app: Armarius,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(batches, "MAX_PREPARED", 0)
+def test_statements_beyond_the_prepared_bound_take_turns_being_prepared(app: Armarius,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """On PostgreSQL preparing one statement more than the bound deallocates the one used least recently,
+    also within one round trip."""
+    monkeypatch.setattr(batches, "MAX_PREPARED", 1)
     with app.database.transaction(write=True) as tx:
         tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("it's", utc_now()))
-    with app.database.transaction() as tx:
-        later = tx.read_later("SELECT name FROM workspaces WHERE name = ? AND name LIKE '%''s'", ("it's",))
-        assert tx.scalar("SELECT ? || '%' AS v", ("50",)) == "50%"
-        assert later.all() == [{"name": "it's"}]
+    for _ in range(2):
+        with app.database.transaction() as tx:
+            later = tx.read_later("SELECT name FROM workspaces WHERE name = ? AND name LIKE '%''s'", ("it's",))
+            again = tx.read_later("SELECT ? || '%' AS v", ("50",))
+            assert tx.scalar("SELECT ? || '%' AS v", ("50",)) == "50%"
+            assert later.all() == [{"name": "it's"}]
+            assert again.scalar() == "50%"
 
 
 def test_require_workspace(app: Armarius) -> None:

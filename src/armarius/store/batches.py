@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 
-#: Statements prepared on one connection before the next new one is written out with its literals instead
-#: (the set of statements is fixed, but an int's type depends on its size: a bound on the variants).
-MAX_PREPARED = 1000
+#: Statements kept prepared on one connection: preparing one more deallocates the one used least recently
+#: (each holds its plans in the server's memory; psycopg keeps 100 of its own).
+MAX_PREPARED = 256
 
 _PLACEHOLDER = re.compile(r"%[%s]")
 #: The smallest of these that holds an int is its type (PostgreSQL casts an integer type up, never down).
@@ -54,7 +55,7 @@ class Prepared:
 
     def __init__(self, connection: psycopg.Connection[Any]) -> None:
         self._literals = psycopg.ClientCursor(connection)
-        self._names: dict[tuple[str, tuple[str, ...]], str] = {}
+        self._names: OrderedDict[tuple[str, tuple[str, ...]], str] = OrderedDict()  # least recently used first
         self._numbers = itertools.count(1)
 
     def batch(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> Batch:
@@ -66,28 +67,31 @@ class Prepared:
                 continue
             key = (sql, tuple(parameter_type(value) for value in params))
             name = self._names.get(key)
-            if name is None and len(self._names) < MAX_PREPARED:
+            if name is None:
+                if len(self._names) >= MAX_PREPARED:
+                    batch.add(f"DEALLOCATE {self._names.popitem(last=False)[1]}", answers=False)
                 name = f"armarius_{next(self._numbers)}"
                 batch.add(f"PREPARE {name} ({', '.join(key[1])}) AS {numbered(sql)}", answers=False)
                 self._names[key] = name
                 batch.new.append(key)
-            if name is None:
-                batch.add(self._literals.mogrify(sql, params), answers=True)
             else:
-                placeholders = ", ".join("%s" for _ in params)
-                batch.add(self._literals.mogrify(f"EXECUTE {name}({placeholders})", params), answers=True)
+                self._names.move_to_end(key)
+            placeholders = ", ".join("%s" for _ in params)
+            batch.add(self._literals.mogrify(f"EXECUTE {name}({placeholders})", params), answers=True)
         return batch
 
     def forget(self, batch: Batch) -> None:
         """``batch`` failed: a statement stopped it, and the PREPAREs after that one did not run. Its new
         statements are prepared again, under new names, when next used (one that did run stays on the
-        server unused: a PREPARE is no part of the transaction, and outlasts its rollback)."""
+        server unused, as does one whose DEALLOCATE did not run: neither is part of the transaction, and a
+        rollback undoes neither)."""
         for key in batch.new:
             self._names.pop(key, None)
 
 
 class Batch:
-    """One query string and, for each result it gives, whether it answers a statement (or is a PREPARE's)."""
+    """One query string and, for each result it gives, whether it answers a statement (or is a PREPARE's or
+    a DEALLOCATE's)."""
 
     def __init__(self) -> None:
         self.parts: list[str] = []
