@@ -300,7 +300,7 @@ class _Connection(psycopg.Connection[Row]):
             self._statements = Prepared(self)
         batch = self._statements.batch(statements)
         failures: list[BaseException] = []
-        self._work = (work, failures)
+        self._work = (work, failures) if work else None
         try:
             cursor.execute(batch.text)  # built by store.batches: its literals quoted by psycopg
         except BaseException:
@@ -313,7 +313,7 @@ class _Connection(psycopg.Connection[Row]):
     def wait(self, gen: Any, *args: Any, **kwargs: Any) -> Any:
         """psycopg's wait for a generator of network steps; while a batch of :meth:`run` runs, its work is done
         at the first wait for the answer."""
-        if self._work is not None and self._work[0]:
+        if self._work is not None:
             gen = _meanwhile(gen, *self._work)
             self._work = None
         return super().wait(gen, *args, **kwargs)
