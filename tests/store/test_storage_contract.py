@@ -268,8 +268,7 @@ def test_a_statement_runs_again_after_transactions_that_rolled_back(app: Armariu
 
 
 def test_statements_behind_one_that_failed_in_the_same_round_trip_run_later(app: Armarius) -> None:
-    """An error stops the rest of a round trip's statements, their first run (on PostgreSQL, their PREPARE)
-    with them: each runs the next time it is asked for."""
+    """An error stops the rest of a round trip's statements: each runs the next time it is asked for."""
     app.directory.create_workspace("taken", by="operator:test")
     behind = "SELECT name FROM workspaces WHERE name = ? AND id > ?"
 
@@ -282,6 +281,36 @@ def test_statements_behind_one_that_failed_in_the_same_round_trip_run_later(app:
         stopped()
     with app.database.transaction() as tx:
         assert tx.all(behind, ("taken", 0)) == [{"name": "taken"}]
+
+
+def test_statements_whose_first_run_an_error_stopped_run_later(app: Armarius) -> None:
+    """A statement that cannot be prepared stops the statements after it in its round trip before any runs
+    (on PostgreSQL, their PREPAREs): each runs the next time it is asked for, and nothing was written."""
+    after = "SELECT name FROM workspaces WHERE name = ? AND id < ?"
+
+    def stopped() -> None:
+        with app.database.transaction(write=True) as tx:
+            tx.execute_later("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("written", utc_now()))
+            tx.read_later("SELECT no_such_column FROM workspaces WHERE id = ?", (1,))
+            tx.all(after, ("written", 10**9))
+
+    with pytest.raises((sqlite3.OperationalError, psycopg.errors.UndefinedColumn)):
+        stopped()
+    app.directory.create_workspace("later", by="operator:test")
+    with app.database.transaction() as tx:
+        assert tx.all(after, ("later", 10**9)) == [{"name": "later"}]
+        assert tx.all(after, ("written", 10**9)) == []
+
+
+@pytest.mark.parametrize("settings", [pytest.param("postgresql", marks=pytest.mark.postgres)], indirect=True)
+def test_a_prepared_statement_keeps_its_own_text_not_its_round_trips(app: Armarius) -> None:
+    """The server keeps the text a statement was prepared in and copies it at every EXECUTE: a statement
+    first sent among 2,000 writes must not keep those 2,000 as its text."""
+    with app.database.transaction(write=True) as tx:
+        for index in range(2_000):
+            tx.execute_later("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", (f"w{index}", utc_now()))
+        longest = tx.scalar("SELECT max(length(statement)) FROM pg_prepared_statements WHERE name <> ?", ("",))
+    assert 0 < longest < 1_000
 
 
 def test_statements_beyond_the_prepared_bound_take_turns_being_prepared(app: Armarius,

@@ -36,7 +36,7 @@ from psycopg.waiting import Wait
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from armarius.errors import InvalidInput, StorageUnavailable
-from armarius.store.batches import Batch, Prepared
+from armarius.store.batches import Prepared
 
 try:
     import fcntl
@@ -272,14 +272,13 @@ class Tx:
         cursor = self._cursor
         connection = cursor.connection
         assert isinstance(connection, _Connection)
-        batch, failure = connection.run(cursor, [(statement.sql, statement.params) for statement in queued], work)
+        failure = connection.run(cursor, [(statement.sql, statement.params) for statement in queued], work)
         self._sent = True
-        answered = iter(queued)
-        for index, answers in enumerate(batch.answers):
+        for index, statement in enumerate(queued):
             if index:
                 cursor.nextset()
-            if answers and (later := next(answered).later) is not None:
-                later.fill([dict(row) for row in cursor.fetchall()])
+            if statement.later is not None:
+                statement.later.fill([dict(row) for row in cursor.fetchall()])
         if failure is not None:
             raise failure
 
@@ -292,23 +291,26 @@ class _Connection(psycopg.Connection[Row]):
     _work: tuple[list[Callable[[], object]], list[BaseException]] | None = None
 
     def run(self, cursor: psycopg.Cursor[Row], statements: list[tuple[str, Params]],
-            work: list[Callable[[], object]]) -> tuple[Batch, BaseException | None]:
-        """Run ``statements`` on ``cursor`` as one batch, doing ``work`` once the batch is sent and before its
-        answer is read; the batch (its results are the cursor's), and what the work raised (the work stops
-        there), for the caller to raise once it has the answers."""
+            work: list[Callable[[], object]]) -> BaseException | None:
+        """Run ``statements`` on ``cursor`` as one batch, one result each, doing ``work`` once the batch is
+        sent and before its answer is read; what the work raised (the work stops there), for the caller to
+        raise once it has the answers."""
         if self._statements is None:
             self._statements = Prepared(self)
         batch = self._statements.batch(statements)
+        if batch.preparing:
+            try:
+                cursor.execute(batch.preparation)  # built by store.batches, as is the text below
+            except BaseException:
+                self._statements.forget(batch)
+                raise
         failures: list[BaseException] = []
         self._work = (work, failures) if work else None
         try:
-            cursor.execute(batch.text)  # built by store.batches: its literals quoted by psycopg
-        except BaseException:
-            self._statements.forget(batch)
-            raise
+            cursor.execute(batch.text)  # its literals quoted by psycopg
         finally:
             self._work = None
-        return batch, (failures[0] if failures else None)
+        return failures[0] if failures else None
 
     def wait(self, gen: Any, *args: Any, **kwargs: Any) -> Any:
         """psycopg's wait for a generator of network steps; while a batch of :meth:`run` runs, its work is done
