@@ -71,6 +71,7 @@ TOOL_CALLS: dict[str, dict[str, Any]] = {
     "proposal_status": {"proposal": 1},
     "session_open": {"subject": "bounds", "budget": 1, "inputs": [{"entity_type": "quest", "id": 1}]},
     "session_show": {"session": 1},
+    "sessions": {},
     "session_close": {"session": 1},
     "project_query": {"session": 1, "arguments": {"kind": "source.files", "substring": "x"}},
     "repair_target": {"session": 1, "kind": "entry", "name": "bounds/entry"},

@@ -13,7 +13,7 @@ from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind, Role
 from armarius.errors import InvalidInput, NotAllowed
 from armarius.store import iso_utc
-from tests.helpers import OPERATOR, OwnerSQL
+from tests.helpers import OPERATOR, OwnerSQL, agent_of
 from tests.sessions.conftest import Lab
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -140,4 +140,31 @@ def test_refusals_change_nothing(lab: Lab, sessions: dict[str, Any]) -> None:
     for arguments in ({"limit": 0}, {"limit": 201}, {"status": "stuck"}, {"after": "2"}, {"q": "y" * 201}):
         with pytest.raises(InvalidInput):
             lab.app.sessions.sessions_page(lab.team.human, **arguments)
+    assert snapshot(lab) == before
+
+
+@pytest.mark.anyio
+async def test_the_sessions_tool_pages_an_agents_sessions_newest_first(lab: Lab, sessions: dict[str, Any]) -> None:
+    """The agent's tool leaves none out: every page says where the next begins (null after the last)."""
+    mine = [view["session"] for view in lab.app.sessions.list_sessions(lab.team.agent)]
+    assert len(mine) == 4
+    assert mine == sorted(mine, reverse=True)
+    before = snapshot(lab)
+    async with agent_of(lab.app, lab.team.agent) as call:
+        everything = await call("sessions")
+        assert [item["session"] for item in everything["sessions"]] == mine
+        assert everything["next_after"] is None
+        seen, after = [], None
+        while True:
+            page = await call("sessions", limit=3, **({} if after is None else {"after": after}))
+            seen += [item["session"] for item in page["sessions"]]
+            if (after := page["next_after"]) is None:
+                break
+            assert after == seen[-1]
+        assert seen == mine
+        blocked = await call("sessions", status="blocked", limit=1)
+        assert [item["session"] for item in blocked["sessions"]] == [max(
+            s for s, (who, _) in sessions["blocked"].items() if who == "agent")]
+        for refused in ({"limit": 0}, {"limit": 201}, {"after": 0}, {"after": "2"}):
+            assert (await call("sessions", **refused))["error"] == "invalid_input", refused
     assert snapshot(lab) == before

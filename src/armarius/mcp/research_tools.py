@@ -12,6 +12,7 @@ from armarius.mcp.registry import ToolSpec
 from armarius.research.service import query_schema
 from armarius.sessions.enrichment import INPUTS_MAX, TEXT_ID_MAX
 from armarius.sessions.model import SUBJECT_MAX, Status
+from armarius.sessions.service import LIST_LIMIT
 from armarius.validation import INT64_MAX
 
 #: The published project-query-v1 schema, offered as an MCP resource next to the tool.
@@ -22,6 +23,9 @@ def schema_resource() -> tuple[str, str]:
     """(URI, JSON text) of the project-query schema."""
     return SCHEMA_URI, json.dumps(query_schema(), ensure_ascii=False, indent=1)
 
+
+#: Sessions a page of the sessions tool, unless the agent asks for more (up to LIST_LIMIT).
+SESSIONS_PAGE = 50
 
 SESSION = {"type": "integer", "minimum": 1, "maximum": INT64_MAX,
            "description": "The session id session_open returned."}
@@ -38,7 +42,9 @@ def _show(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
 
 
 def _list(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
-    return {"sessions": app.sessions.list_sessions(actor, status=arguments.get("status"))}
+    page = app.sessions.sessions_page(actor, status=arguments.get("status"), after=arguments.get("after"),
+                                      limit=arguments.get("limit", SESSIONS_PAGE), newest_first=True)
+    return {"sessions": page["items"], "next_after": page["next"]}
 
 
 def _close(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
@@ -93,11 +99,15 @@ TOOLS = [
     ),
     ToolSpec(
         name="sessions",
-        description="Your research sessions, newest first, optionally only those in one status.",
+        description=("Your research sessions, newest first, optionally only those in one status. Pass next_after "
+                     "from the answer as after to get the next page (null: there is none)."),
         handler=_list,
         permission=Permission.RESEARCH_QUERY,
         store_read=True,
-        properties={"status": {"type": "string", "enum": [status.value for status in Status]}},
+        properties={"status": {"type": "string", "enum": [status.value for status in Status]},
+                    "after": {**SESSION, "description": "The next_after of the previous page."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": LIST_LIMIT,
+                              "description": f"Sessions a page (default {SESSIONS_PAGE})."}},
         available=_research_configured,
     ),
     ToolSpec(
