@@ -12,6 +12,7 @@ import pytest
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind, Role
 from armarius.errors import InvalidInput, NotAllowed
+from armarius.repairs import service as repair_service
 from armarius.store import iso_utc
 from tests.helpers import OPERATOR
 from tests.repairs.conftest import Desk, state
@@ -109,3 +110,12 @@ def test_refusals_change_nothing(desk: Desk, proposals: dict[str, list[int]]) ->
         with pytest.raises(InvalidInput):
             desk.app.repairs.repairs_page(desk.admin, **arguments)
     assert state(desk) == before
+
+
+@pytest.mark.parametrize("page", [2, 7])  # the last page short, and the last page full
+def test_list_repairs_leaves_none_out_past_a_page(desk: Desk, proposals: dict[str, list[int]], page: int,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(repair_service, "LIST_LIMIT", page)
+    listed = [view["repair"] for view in desk.app.repairs.list_repairs(desk.human)]
+    assert listed == sorted(proposals["agent"] + proposals["human"], reverse=True)
+    assert len(listed) == 7

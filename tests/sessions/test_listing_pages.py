@@ -12,6 +12,7 @@ import pytest
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind, Role
 from armarius.errors import InvalidInput, NotAllowed
+from armarius.sessions import service as session_service
 from armarius.store import iso_utc
 from tests.helpers import OPERATOR, OwnerSQL, agent_of
 from tests.sessions.conftest import Lab
@@ -168,3 +169,12 @@ async def test_the_sessions_tool_pages_an_agents_sessions_newest_first(lab: Lab,
         for refused in ({"limit": 0}, {"limit": 201}, {"after": 0}, {"after": "2"}):
             assert (await call("sessions", **refused))["error"] == "invalid_input", refused
     assert snapshot(lab) == before
+
+
+@pytest.mark.parametrize("page", [3, 4])  # the last page short, and the last page full
+def test_list_sessions_leaves_none_out_past_a_page(lab: Lab, sessions: dict[str, Any], page: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(session_service, "LIST_LIMIT", page)
+    listed = [view["session"] for view in lab.app.sessions.list_sessions(lab.team.human, everyone=True)]
+    assert listed == sorted([*sessions["blocked"], *sessions["open"]], reverse=True)
+    assert len(listed) == 8

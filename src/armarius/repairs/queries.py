@@ -43,12 +43,6 @@ def repair(tx: Tx, repair_id: int, *, lock: bool = False) -> Row | None:
     return None if row is None else _decoded(row, "alternatives", "snapshot", "correction")
 
 
-def repairs(tx: Tx, *, proposer_id: int | None, session_id: int | None, status: str | None, limit: int) -> list[Row]:
-    """Repairs, newest first: of one proposer or all, one session or all, one status or any."""
-    sql, params = _filtered(tx, proposer_id=proposer_id, session_id=session_id, status=status)
-    return [_flags(row) for row in tx.all(f"{sql} ORDER BY id DESC LIMIT ?", (*params, limit))]
-
-
 def repairs_page(tx: Tx, *, proposer_id: int | None, session_id: int | None, status: str | None,
                  after: int | None, newest_first: bool, limit: int, contains: str | None) -> list[Row]:
     """Repairs by id (oldest or newest first) after the cursor id, through repairs_by_status or

@@ -46,7 +46,7 @@ from armarius.repairs.model import (
 from armarius.repairs.publish import apply_evidence, preflight, publish
 from armarius.repairs.receipts import receipt_folder, write_receipt, writing_receipts
 from armarius.sessions.service import SessionService
-from armarius.store import Database, Row, Tx, iso_utc
+from armarius.store import Database, Row, Tx, every_page, iso_utc
 from armarius.validation import check_filter
 
 if TYPE_CHECKING:
@@ -159,10 +159,13 @@ class RepairService:
 
     def list_repairs(self, actor: Actor, *, session: int | None = None, status: str | None = None
                      ) -> list[dict[str, Any]]:
-        """Receipts, newest first: the caller's proposals, or all of the workspace's for a session manager."""
+        """Receipts, newest first, every one: the caller's proposals, or all of the workspace's for a session
+        manager."""
         proposer = _listing_scope(actor, status)
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
-            rows = queries.repairs(tx, proposer_id=proposer, session_id=session, status=status, limit=LIST_LIMIT)
+            rows = every_page(lambda after: queries.repairs_page(
+                tx, proposer_id=proposer, session_id=session, status=status, after=after, newest_first=True,
+                limit=LIST_LIMIT, contains=None), size=LIST_LIMIT)
         return [views.summary(row) for row in rows]
 
     def repairs_page(self, actor: Actor, *, status: str | None = None, session: int | None = None,

@@ -61,17 +61,6 @@ def session_with_reservations(tx: Tx, session_id: int) -> Row | None:
     return tx.one(f"{_SESSION_WITH_RESERVATIONS} AND s.id = ?", (tx.require_workspace(), session_id))
 
 
-def sessions(tx: Tx, *, owner_id: int | None, status: str | None, limit: int) -> list[Row]:
-    """Sessions, newest first: of one owner or all, in one status or any."""
-    sql = _SESSION_WITH_RESERVATIONS
-    params: list[Any] = [tx.require_workspace()]
-    if owner_id is not None:
-        sql, params = f"{sql} AND s.owner_id = ?", [*params, owner_id]
-    if status is not None:
-        sql, params = f"{sql} AND s.status = ?", [*params, status]
-    return tx.all(f"{sql} ORDER BY s.id DESC LIMIT ?", (*params, limit))
-
-
 #: When a session was last blocked (its latest blocking checkpoint, through the checkpoints' primary key).
 _BLOCKED_AT = ("(SELECT max(c.created_at) FROM session_checkpoints c WHERE c.workspace_id = s.workspace_id "
                "AND c.session_id = s.id AND c.event = 'blocked')")

@@ -63,7 +63,7 @@ from armarius.sessions.model import (
     check_note,
     check_subject,
 )
-from armarius.store import Database, Row, Tx, iso_utc
+from armarius.store import Database, Row, Tx, every_page, iso_utc
 from armarius.validation import check_filter
 
 #: How many of the latest evidence records a session's summary lists.
@@ -149,10 +149,13 @@ class SessionService:
         return view
 
     def list_sessions(self, actor: Actor, *, status: str | None = None, everyone: bool = False) -> list[dict[str, Any]]:
-        """The caller's sessions, newest first; with ``everyone``, a session manager sees all of the workspace."""
+        """The caller's sessions, newest first, every one; with ``everyone``, a session manager sees all of the
+        workspace (agents page through theirs: :meth:`sessions_page`)."""
         owner = _listing_owner(actor, status, everyone)
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
-            rows = queries.sessions(tx, owner_id=owner, status=status, limit=LIST_LIMIT)
+            rows = every_page(lambda after: queries.sessions_page(
+                tx, owner_id=owner, status=status, after=after, newest_first=True, limit=LIST_LIMIT, contains=None),
+                size=LIST_LIMIT)
         return [views.summary(row) for row in rows]
 
     def sessions_page(self, actor: Actor, *, status: str | None = None, everyone: bool = False,

@@ -1,5 +1,15 @@
 """Storage: engines, transactions, migrations and workspace scoping."""
 
-from armarius.store.engine import Database, Later, Row, Tx, UniqueViolation, iso_utc, open_database, utc_now
+from armarius.store.engine import (
+    Database,
+    Later,
+    Row,
+    Tx,
+    UniqueViolation,
+    every_page,
+    iso_utc,
+    open_database,
+    utc_now,
+)
 
-__all__ = ["Database", "Later", "Row", "Tx", "UniqueViolation", "iso_utc", "open_database", "utc_now"]
+__all__ = ["Database", "Later", "Row", "Tx", "UniqueViolation", "every_page", "iso_utc", "open_database", "utc_now"]

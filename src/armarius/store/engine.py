@@ -70,6 +70,19 @@ def utc_now() -> str:
     return iso_utc(datetime.now(UTC))
 
 
+def every_page(page: Callable[[Any], list[Row]], *, size: int, key: str = "id") -> list[Row]:
+    """Every row of a query paged by key: ``page(after)`` gives up to ``size`` rows after the one whose ``key`` is
+    ``after`` (None: from the first), as a listing that must leave none out reads them."""
+    rows: list[Row] = []
+    after = None
+    while True:
+        found = page(after)
+        rows += found
+        if len(found) < size:
+            return rows
+        after = found[-1][key]
+
+
 @lru_cache(maxsize=1024)
 def _to_pyformat(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
