@@ -108,56 +108,68 @@ class MemoryService:
         by_words, by_meaning = mode != "semantic", mode != "lexical" and self.vectors is not None
         if not terms:
             return {"query": query, "mode": mode, "match": "none", "results": [], "evidence": []}
-        # Ranked by meaning (alone or fused), the candidates are ranked by their ids alone, and only the entries
-        # shown are read, with the commit.
         fused = by_words and by_meaning
-        pool = max(limit, FUSION_CANDIDATES) if fused else limit
-        match, rows, near, shown = "none", list[Row](), list[Row](), None
-        units: Later | None = None
-        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
-            # The search by words, the vectors this process has not read yet and the evidence units go together
-            # (PostgreSQL: one round trip, and one more with the commit).
-            by_all_words = None if not by_words else queries.search_later(
-                tx, queries.match_expression(tx.dialect, [terms]), limit=pool, curated_only=curated_only,
-                tags=wanted_tags, ids_only=fused)
-            # Filters apply after ranking by meaning, so rank more when they may drop some.
-            filtered = curated_only or bool(wanted_tags)
-            nearest = None if not by_meaning or self.vectors is None else self.vectors.nearest_later(
-                tx, query, pool * 4 if filtered else pool)
-            # Active evidence units (a human reviewed and activated each), matched by their words; they carry
-            # no tags, so a search by tags finds none.
-            evidence = None if self.evidence is None or wanted_tags else self.evidence
-            if evidence is not None:
-                units = evidence.search_later(actor, [terms], limit=limit, within=tx)
-            if by_all_words is not None:
-                match, rows = "all", by_all_words.all()
-                if not rows and len(terms) > 1:
-                    match, rows = "any", queries.search(
-                        tx, queries.match_expression(tx.dialect, [[term] for term in terms]), limit=pool,
-                        curated_only=curated_only, tags=wanted_tags, ids_only=fused,
-                    )
-            if nearest is not None:
-                near = self._nearest(tx, nearest(), pool, curated_only=curated_only, tags=wanted_tags)
-            # Entries holding only some of the words are weaker evidence than those holding all of them.
-            ranked = _fuse([("lexical", rows, 1.0 if match == "all" else ANY_WORD_WEIGHT), ("semantic", near, 1.0)],
-                           limit)
-            if by_meaning:
-                shown = queries.recall_rows_later(tx, [row["id"] for row, _ in ranked], curated_only=False, tags=())
-            if evidence is not None and units is not None and not units.all() and len(terms) > 1:  # any word
-                units = evidence.search_later(actor, [[term] for term in terms], limit=limit, within=tx)
-        if shown is not None:
-            entries = queries.by_id(shown)
-            ranked = [(entries[row["id"]], found) for row, found in ranked]
+        # Active evidence units (a human reviewed and activated each), matched by their words; they carry no
+        # tags, so a search by tags finds none.
+        search = _Search(actor, terms, pool=max(limit, FUSION_CANDIDATES) if fused else limit, limit=limit,
+                         curated_only=curated_only, tags=wanted_tags, ids_only=fused,
+                         evidence=None if self.evidence is None or wanted_tags else self.evidence)
+        if by_meaning:
+            match, ranked, units = self._recall_by_meaning(search, query, by_words=by_words)
+        else:
+            match, ranked, units = self._recall_by_words(search)
         results = [{
             "slug": row["slug"], "title": row["title"], "snippet": snippet(row["body"], terms, row["word_map"]),
             "revision": row["revision"], "curated": row["curated_revision"] == row["revision"], "ranked_by": found,
         } for row, found in ranked]
         units_shown = [{"unit": unit["name"], "title": unit["title"], "snippet": snippet(unit["body"], terms),
-                        "revision": unit["revision"], "kind": "evidence"}
-                       for unit in ([] if units is None else units.all())]
-        if not rows:
-            match = "meaning" if results else "none"
+                        "revision": unit["revision"], "kind": "evidence"} for unit in units]
+        if match == "none" and results:
+            match = "meaning"
         return {"query": query, "mode": mode, "match": match, "results": results, "evidence": units_shown}
+
+    def _recall_by_words(self, search: _Search) -> tuple[str, list[tuple[Row, list[str]]], list[Row]]:
+        """Ranked by words alone, the searches go with the commit (PostgreSQL: one round trip), the evidence
+        units' search by any of the words too, for when all of them find none (a small search); the entries'
+        search by any of the words, when all of them found none, in a transaction of its own."""
+        with self.database.transaction(workspace_id=search.actor.workspace_id) as tx:
+            by_all_words, units = search.entries(tx, [search.terms]), search.units(tx, [search.terms])
+            units_by_any_word = None if search.any_word is None else search.units(tx, search.any_word)
+        match, rows = "all", by_all_words.all()
+        if not rows and search.any_word is not None:
+            with self.database.transaction(workspace_id=search.actor.workspace_id) as tx:
+                by_any_word = search.entries(tx, search.any_word)
+            match, rows = "any", by_any_word.all()
+        found_units = [] if units is None else units.all()
+        if not found_units and units_by_any_word is not None:
+            found_units = units_by_any_word.all()
+        return (match if rows else "none"), _fuse([_lexical(match, rows)], search.limit), found_units
+
+    def _recall_by_meaning(self, search: _Search, query: str, *, by_words: bool
+                           ) -> tuple[str, list[tuple[Row, list[str]]], list[Row]]:
+        """Ranked by meaning (alone or fused with words): the candidates are ranked by their ids alone, and only
+        the entries shown are read, with the commit."""
+        assert self.vectors is not None
+        match, rows = "none", list[Row]()
+        with self.database.transaction(workspace_id=search.actor.workspace_id) as tx:
+            # The searches and the vectors this process has not read yet go together (PostgreSQL: one round trip).
+            by_all_words = search.entries(tx, [search.terms]) if by_words else None
+            units = search.units(tx, [search.terms])
+            # Filters apply after ranking by meaning, so rank more when they may drop some.
+            filtered = search.curated_only or bool(search.tags)
+            nearest = self.vectors.nearest_later(tx, query, search.pool * 4 if filtered else search.pool)
+            if by_all_words is not None:
+                match, rows = "all", by_all_words.all()
+                if not rows and search.any_word is not None:
+                    match, rows = "any", search.entries(tx, search.any_word).all()
+            near = self._nearest(tx, nearest(), search.pool, curated_only=search.curated_only, tags=search.tags)
+            ranked = _fuse([_lexical(match, rows), ("semantic", near, 1.0)], search.limit)
+            shown = queries.recall_rows_later(tx, [row["id"] for row, _ in ranked], curated_only=False, tags=())
+            if units is not None and not units.all() and search.any_word is not None:
+                units = search.units(tx, search.any_word)
+        entries = queries.by_id(shown)
+        return ((match if rows else "none"), [(entries[row["id"]], found) for row, found in ranked],
+                [] if units is None else units.all())
 
     def _nearest(self, tx: Tx, scored: list[tuple[int, float]], limit: int, *, curated_only: bool,
                  tags: tuple[str, ...]) -> list[Row]:
@@ -673,6 +685,39 @@ def _diff(slug: str, old: dict[str, Any], new: dict[str, Any], *, old_note: str 
         fromfile=f"{slug}@{old['revision']}{old_note}", tofile=f"{slug}@{new['revision']}{new_note}",
     )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+@dataclass(frozen=True)
+class _Search:
+    """One recall's searches by words: of the entries (ranked, the best ``pool``) and of the evidence units."""
+
+    actor: Actor
+    terms: list[str]
+    pool: int
+    limit: int
+    curated_only: bool
+    tags: tuple[str, ...]
+    #: The entries' ids alone (their rows are read once ranked by meaning too).
+    ids_only: bool
+    evidence: EvidenceService | None
+
+    @property
+    def any_word(self) -> list[list[str]] | None:
+        """The search by any of the words, when there are several (None: one word)."""
+        return [[term] for term in self.terms] if len(self.terms) > 1 else None
+
+    def entries(self, tx: Tx, groups: list[list[str]]) -> Later:
+        return queries.search_later(tx, queries.match_expression(tx.dialect, groups), limit=self.pool,
+                                    curated_only=self.curated_only, tags=self.tags, ids_only=self.ids_only)
+
+    def units(self, tx: Tx, groups: list[list[str]]) -> Later | None:
+        return None if self.evidence is None else self.evidence.search_later(self.actor, groups, limit=self.limit,
+                                                                             within=tx)
+
+
+def _lexical(match: str, rows: list[Row]) -> tuple[str, list[Row], float]:
+    """The ranking by words: entries holding only some of the words are weaker evidence than those holding all."""
+    return "lexical", rows, 1.0 if match == "all" else ANY_WORD_WEIGHT
 
 
 def _fuse(rankings: list[tuple[str, list[Row], float]], limit: int) -> list[tuple[Row, list[str]]]:
