@@ -97,6 +97,7 @@ from processes import (
     ToolError,
     armarius_serve,
     cpu_seconds,
+    database_cpu_seconds,
     node_version,
     noop_serve,
     npm_bin,
@@ -1222,6 +1223,8 @@ class Load:
     errors: Counter[str] = field(default_factory=Counter)
     server_cpu: float = 0.0
     client_cpu: float = 0.0
+    #: PostgreSQL's own processes, for a store there (0 on SQLite).
+    database_cpu: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -1232,7 +1235,8 @@ class Load:
         return {"ops_per_s": self.rate, "ops": len(self.latencies), "errors": dict(self.errors),
                 **{f"p{round(f * 100)}_ms": percentile(self.latencies, f) * 1000 for f in (0.5, 0.95, 0.99)},
                 "server_cpu_ms_per_op": self.server_cpu / ops * 1000,
-                "client_cpu_ms_per_op": self.client_cpu / ops * 1000}
+                "client_cpu_ms_per_op": self.client_cpu / ops * 1000,
+                "database_cpu_ms_per_op": self.database_cpu / ops * 1000}
 
     def summary(self) -> str:
         ms = [percentile(self.latencies, fraction) * 1000 for fraction in (0.5, 0.95, 0.99)]
@@ -1242,7 +1246,9 @@ class Load:
                 f"{ms[0]:.0f}/{ms[1]:.0f}/{ms[2]:.0f} ms, {errors} errors"
                 + (f" ({', '.join(f'{code} {n}' for code, n in self.errors.most_common(3))})" if errors else "")
                 + f", CPU per op: server {self.server_cpu / max(1, len(self.latencies)) * 1000:.2f} ms, clients "
-                f"{self.client_cpu / max(1, len(self.latencies)) * 1000:.2f} ms")
+                f"{self.client_cpu / max(1, len(self.latencies)) * 1000:.2f} ms"
+                + (f", PostgreSQL {self.database_cpu / max(1, len(self.latencies)) * 1000:.2f} ms"
+                   if self.database_cpu else ""))
 
 
 @dataclass(frozen=True)
@@ -1316,8 +1322,9 @@ async def http_agent(url: str, token: str, workload: Workload, rng: random.Rando
 
 
 async def run_load(url: str, tokens: list[str], workload: Workload, seconds: float, pids: list[int],
-                   run: Load) -> None:
-    """The clients connect and warm up; then all call for ``seconds``, the servers' CPU measured over that window."""
+                   run: Load, *, postgres: bool = False) -> None:
+    """The clients connect and warm up; then all call for ``seconds``, the servers' CPU measured over that window
+    (``postgres``: PostgreSQL's too)."""
     readies = [anyio.Event() for _ in tokens]
     start, window = anyio.Event(), [0.0, float("inf")]
     async with anyio.create_task_group() as group:
@@ -1331,11 +1338,13 @@ async def run_load(url: str, tokens: list[str], workload: Workload, seconds: flo
         gc.collect()
         gc.freeze()
         server_before, client_before = tree_cpu_seconds(pids), cpu_seconds(os.getpid())
+        database_before = database_cpu_seconds() if postgres else 0.0
         window[:] = [time.perf_counter(), time.perf_counter() + seconds]
         start.set()
         await anyio.sleep(seconds)
         run.server_cpu = tree_cpu_seconds(pids) - server_before
         run.client_cpu = cpu_seconds(os.getpid()) - client_before
+        run.database_cpu = database_cpu_seconds() - database_before if postgres else 0.0
         run.seconds = seconds
 
 
@@ -1378,7 +1387,8 @@ async def http_engine(bench: Bench, engine: str, workers: int) -> list[Row]:
                 with serving as server:
                     run = Load(count)
                     await run_load(f"{server.base_url}/mcp", tokens, FLOOR_WORKLOAD if count == FLOOR else workload,
-                                   plan.http_seconds, server.pids(), run)
+                                   plan.http_seconds, server.pids(), run,
+                                   postgres=engine == "postgresql" and count != FLOOR)
                 runs[count].append(run)
                 print(f"  http: {engine_name}, {run.summary()}", flush=True)
     return http_rows(case, runs, workers, refusal)
@@ -1391,6 +1401,7 @@ def merged(loads: list[Load]) -> Load:
         total.latencies += run.latencies
         total.errors += run.errors
         total.server_cpu += run.server_cpu
+        total.database_cpu += run.database_cpu
         total.client_cpu += run.client_cpu
     return total
 

@@ -97,7 +97,7 @@ def main() -> None:
                 run = Load(1)
                 try:
                     asyncio.run(run_load(f"{server.base_url}/mcp", tokens, workload, options.seconds, server.pids(),
-                                         run))
+                                         run, postgres=options.engine == "postgresql" and options.server != "noop"))
                 finally:
                     sampler.send_signal(signal.SIGINT)  # py-spy writes what it sampled and ends
                     sampler.wait(timeout=60)
