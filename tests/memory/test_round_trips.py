@@ -28,21 +28,24 @@ def team(app: Armarius) -> Team:
 @pytest.fixture
 def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many times transactions went to the server: statements sent together count once, and so does a
-    commit the pool sends at the end of a transaction that had nothing left to send with it."""
+    commit or a rollback the pool sends at the end of a transaction that had nothing left to send with it."""
     counted = [0]
-    send, commit = Tx._send, psycopg.Connection.commit
+    send = Tx._send
 
     def counting_send(tx: Tx, then: Any) -> None:  # every statement goes through it on PostgreSQL
         counted[0] += 1
         send(tx, then)
 
-    def counting_commit(connection: psycopg.Connection[Any]) -> None:
-        if connection.pgconn.transaction_status != pq.TransactionStatus.IDLE:
-            counted[0] += 1
-        commit(connection)
+    def counting(end: Any) -> Any:
+        def counting_end(connection: psycopg.Connection[Any]) -> None:
+            if connection.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+                counted[0] += 1
+            end(connection)
+        return counting_end
 
     monkeypatch.setattr(Tx, "_send", counting_send)
-    monkeypatch.setattr(psycopg.Connection, "commit", counting_commit)
+    monkeypatch.setattr(psycopg.Connection, "commit", counting(psycopg.Connection.commit))
+    monkeypatch.setattr(psycopg.Connection, "rollback", counting(psycopg.Connection.rollback))
     return counted
 
 
@@ -79,14 +82,14 @@ def test_recall_by_words_is_one_round_trip_and_one_more_for_any_of_the_words(
     assert (answer["match"], [hit["slug"] for hit in answer["results"]]) == ("any", ["ops/stage"])
 
 
-def test_remember_is_four_round_trips_for_a_new_entry_and_three_for_a_new_revision(
+def test_remember_is_three_round_trips_for_a_new_entry_and_for_a_new_revision(
         app: Armarius, team: Team, round_trips: list[int]) -> None:
-    """A new entry: its look, its turn among creations with a second look and the duplicate check's reads,
-    its insert with the audit chain's head, the rest with the commit. A new revision: its look, its writes
-    with the audit chain's head, the audit event with the commit."""
+    """A new entry: its look; its turn among creations with a second look, the duplicate check's reads and its
+    insert with the audit chain's head; the rest with the commit (a duplicate found: the rollback instead). A
+    new revision: its look, its writes with the audit chain's head, the audit event with the commit."""
     answer: dict[str, Any] = {}
     new = RememberRequest("ops/new", "New host", "The new box in rack 7 runs the release pipeline.")
-    assert trips(round_trips, lambda: answer.update(app.memory.remember(team.agent, new))) == 4
+    assert trips(round_trips, lambda: answer.update(app.memory.remember(team.agent, new))) == 3
     assert answer["status"] == "written"
     again = RememberRequest("ops/new", "New host", "The new box in rack 8 runs the release pipeline.")
     assert trips(round_trips, lambda: answer.update(app.memory.remember(team.agent, again))) == 3

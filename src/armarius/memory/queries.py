@@ -52,9 +52,11 @@ def entry_by_slug(tx: Tx, slug: str, *, lock: bool = False) -> Entry | None:
     return None if row is None else entry_from_row(row)
 
 
-def entry_later(tx: Tx, slug: str) -> Later:
-    """The entry's row (for :func:`entry_from_row`), read with the next statement sent or the commit."""
-    return tx.read_later(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE workspace_id = ? AND slug = ?",
+def entry_later(tx: Tx, slug: str, *, lock: bool = False) -> Later:
+    """The entry's row (for :func:`entry_from_row`), read with the next statement sent or the commit; locked as
+    :func:`entry_by_slug` locks it."""
+    suffix = " FOR UPDATE" if lock and tx.dialect == "postgresql" else ""
+    return tx.read_later(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE workspace_id = ? AND slug = ?{suffix}",
                          (tx.require_workspace(), slug))
 
 
@@ -65,20 +67,33 @@ def entries_by_slug_key(tx: Tx, key: str) -> Later:
                          (tx.require_workspace(), key))
 
 
+_INSERT_ENTRY = ("INSERT INTO entries (workspace_id, slug, slug_key, title, body, search_body, tags, revision, "
+                 "created_at, updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+
 def insert_entry(tx: Tx, *, slug: str, slug_key: str, title: str, body: str, tags: str, by: str, at: str,
                  revision: int = 1) -> int:
-    row = tx.one(
-        "INSERT INTO entries (workspace_id, slug, slug_key, title, body, search_body, tags, revision, created_at, "
-        "updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        (tx.require_workspace(), slug, slug_key, title, body, search_body(body), tags, revision, at, at, by),
-    )
+    row = tx.one(f"{_INSERT_ENTRY} RETURNING id",
+                 (tx.require_workspace(), slug, slug_key, title, body, search_body(body), tags, revision, at, at, by))
     assert row is not None
     entry_id = int(row["id"])
+    insert_word_map(tx, entry_id, body)
+    return entry_id
+
+
+def insert_entry_later(tx: Tx, *, slug: str, slug_key: str, title: str, body: str, tags: str, by: str,
+                       at: str) -> Later:
+    """A new entry at revision 1, unless its slug is taken (then no row): its id, read with the next statement
+    sent or the commit; its word map follows once the id is known (:func:`insert_word_map`)."""
+    return tx.read_later(f"{_INSERT_ENTRY} ON CONFLICT (workspace_id, slug) DO NOTHING RETURNING id",
+                         (tx.require_workspace(), slug, slug_key, title, body, search_body(body), tags, 1, at, at, by))
+
+
+def insert_word_map(tx: Tx, entry_id: int, body: str) -> None:
     words = word_map(body)
     if words is not None:
         tx.execute_later("INSERT INTO entry_word_maps (entry_id, workspace_id, word_map) VALUES (?, ?, ?)",
                          (entry_id, tx.require_workspace(), words))
-    return entry_id
 
 
 def update_entry(tx: Tx, entry_id: int, *, title: str, body: str, tags: str, revision: int, by: str, at: str,

@@ -278,7 +278,7 @@ class MemoryService:
                 embedded = None if self.vectors is None else vectors.embedding_meanwhile(
                     tx, self.vectors.embedder, title, body)
                 entry = queries.entry_by_slug(tx, slug, lock=True)
-                duplicates = None
+                duplicates, created, now = None, None, utc_now()
                 if entry is None:
                     # Creations queue up per workspace, so the duplicate check sees a concurrent creation (its
                     # reads go with the second look, which PostgreSQL needs once the creation's turn comes).
@@ -286,7 +286,13 @@ class MemoryService:
                     if not request.confirm_distinct:
                         duplicates = find_duplicates(tx, slug, title, body, self.limits.duplicate_threshold)
                     if looks_again:
-                        entry = queries.entry_by_slug(tx, slug, lock=True)
+                        # The entry's insert goes too, after the second look, in case it finds none: a duplicate
+                        # found, or a conflict, rolls it back (not in a caller's transaction, which must go on).
+                        again = queries.entry_later(tx, slug, lock=True)
+                        if within is None:
+                            created = self._insert_later(tx, actor, slug, title, body, tags or (), now)
+                        row = again.one()
+                        entry = None if row is None else queries.entry_from_row(row)
                 current = entry.revision if entry else 0
                 if expected is not None and expected != current:
                     raise Conflict(
@@ -295,31 +301,55 @@ class MemoryService:
                     )
                 if entry is None:
                     return self._create(tx, actor, request, slug, title, body, tags or (), reason, operation,
-                                        duplicates, embedded)
+                                        duplicates, embedded, now, created)
                 # Tags left out keep the entry's tags; an empty list clears them.
                 return self._update(tx, actor, request, entry, title, body, entry.tags if tags is None else tags,
                                     reason, operation, embedded)
         except UniqueViolation:
             raise Conflict(f"{echo(slug)} was created by someone else just now. Read it, then decide.",
                            slug=slug) from None
+        except _Unwritten as unwritten:
+            return unwritten.answer
 
-    def _create(self, tx: Tx, actor: Actor, request: RememberRequest, slug: str, title: str, body: str,
-                tags: tuple[str, ...], reason: str | None, operation: str,
-                duplicates: Callable[[], list[dict[str, Any]]] | None, embedded: Callable[[], bytes] | None
-                ) -> dict[str, Any]:
-        if duplicates is not None and (candidates := duplicates()):
-            return {
-                "status": "judgment_required", "code": "possible_duplicate", "written": False,
-                "candidates": candidates, "instruction": DUPLICATE_INSTRUCTION,
-            }
-        # The audit chain's head is read with the entry's insert; the vectors' numbering, which every writer
-        # takes before the head (a writer taking them the other way round could deadlock with this one), first.
+    def _before_insert(self, tx: Tx) -> None:
+        """A new entry's turns, taken with its insert: the audit chain's head, and before it the vectors'
+        numbering, which every writer takes before the head (a writer taking them the other way round could
+        deadlock with this one)."""
         if self.vectors is not None:
             vectors.take_turn(tx)
         audit.prepare(tx)
-        now, encoded = utc_now(), queries.encode_tags(tags)
-        entry_id = queries.insert_entry(tx, slug=slug, slug_key=slug_key(slug), title=title, body=body, tags=encoded,
-                                        by=actor.audit_name, at=now)
+
+    def _insert_later(self, tx: Tx, actor: Actor, slug: str, title: str, body: str, tags: tuple[str, ...],
+                      now: str) -> Later:
+        """A new entry's insert with its turns: its id, none if the slug is taken."""
+        self._before_insert(tx)
+        return queries.insert_entry_later(tx, slug=slug, slug_key=slug_key(slug), title=title, body=body,
+                                          tags=queries.encode_tags(tags), by=actor.audit_name, at=now)
+
+    def _create(self, tx: Tx, actor: Actor, request: RememberRequest, slug: str, title: str, body: str,
+                tags: tuple[str, ...], reason: str | None, operation: str,
+                duplicates: Callable[[], list[dict[str, Any]]] | None, embedded: Callable[[], bytes] | None,
+                now: str, created: Later | None) -> dict[str, Any]:
+        """The new entry; ``created``: inserted already with the duplicate check's reads (its id), rolled back here
+        if the check finds any."""
+        if duplicates is not None and (candidates := duplicates()):
+            answer = {
+                "status": "judgment_required", "code": "possible_duplicate", "written": False,
+                "candidates": candidates, "instruction": DUPLICATE_INSTRUCTION,
+            }
+            if created is not None:
+                raise _Unwritten(answer)
+            return answer
+        encoded = queries.encode_tags(tags)
+        if created is None:
+            self._before_insert(tx)
+            entry_id = queries.insert_entry(tx, slug=slug, slug_key=slug_key(slug), title=title, body=body,
+                                            tags=encoded, by=actor.audit_name, at=now)
+        else:
+            if (row := created.one()) is None:  # taken after all (the second look saw none): as a unique violation
+                raise UniqueViolation("entries_workspace_id_slug_key")
+            entry_id = int(row["id"])
+            queries.insert_word_map(tx, entry_id, body)
         self._embed(tx, entry_id, 1, title, body, embedded)
         queries.insert_revision(tx, entry_id, 1, title=title, body=body, tags=encoded, reason=reason,
                                 operation_id=operation, author=actor.audit_name, at=now, overrode_curated=False)
@@ -685,6 +715,14 @@ def _diff(slug: str, old: dict[str, Any], new: dict[str, Any], *, old_note: str 
         fromfile=f"{slug}@{old['revision']}{old_note}", tofile=f"{slug}@{new['revision']}{new_note}",
     )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+class _Unwritten(Exception):
+    """An answer that writes nothing, raised to roll back what its transaction wrote ahead of it."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        super().__init__(answer.get("code"))
+        self.answer = answer
 
 
 @dataclass(frozen=True)
