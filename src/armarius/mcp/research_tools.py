@@ -12,7 +12,7 @@ from armarius.mcp.registry import ToolSpec
 from armarius.research.service import query_schema
 from armarius.sessions.enrichment import INPUTS_MAX, TEXT_ID_MAX
 from armarius.sessions.model import SUBJECT_MAX, Status
-from armarius.sessions.service import LIST_LIMIT
+from armarius.sessions.service import LIST_LIMIT, PAGE_SIZE
 from armarius.validation import INT64_MAX
 
 #: The published project-query-v1 schema, offered as an MCP resource next to the tool.
@@ -23,9 +23,6 @@ def schema_resource() -> tuple[str, str]:
     """(URI, JSON text) of the project-query schema."""
     return SCHEMA_URI, json.dumps(query_schema(), ensure_ascii=False, indent=1)
 
-
-#: Sessions a page of the sessions tool, unless the agent asks for more (up to LIST_LIMIT).
-SESSIONS_PAGE = 50
 
 SESSION = {"type": "integer", "minimum": 1, "maximum": INT64_MAX,
            "description": "The session id session_open returned."}
@@ -43,7 +40,7 @@ def _show(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
 
 def _list(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
     page = app.sessions.sessions_page(actor, status=arguments.get("status"), after=arguments.get("after"),
-                                      limit=arguments.get("limit", SESSIONS_PAGE), newest_first=True)
+                                      limit=arguments.get("limit", PAGE_SIZE), newest_first=True)
     return {"sessions": page["items"], "next_after": page["next"]}
 
 
@@ -107,7 +104,7 @@ TOOLS = [
         properties={"status": {"type": "string", "enum": [status.value for status in Status]},
                     "after": {**SESSION, "description": "The next_after of the previous page."},
                     "limit": {"type": "integer", "minimum": 1, "maximum": LIST_LIMIT,
-                              "description": f"Sessions a page (default {SESSIONS_PAGE})."}},
+                              "description": f"Sessions a page (default {PAGE_SIZE})."}},
         available=_research_configured,
     ),
     ToolSpec(

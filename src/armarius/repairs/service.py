@@ -52,7 +52,7 @@ from armarius.validation import check_filter
 if TYPE_CHECKING:
     from armarius.evidence.service import EvidenceService
 
-#: The most repairs one listing returns.
+#: The most repairs one page holds (a listing reads them a page at a time).
 LIST_LIMIT = 200
 #: Who may apply a repair, by its target's kind.
 APPLIER = {TargetKind.ENTRY: Permission.MEMORY_MANAGE, TargetKind.EVIDENCE: Permission.EVIDENCE_MANAGE}

@@ -68,8 +68,10 @@ from armarius.validation import check_filter
 
 #: How many of the latest evidence records a session's summary lists.
 RECENT_EVIDENCE = 10
-#: The most sessions one listing returns.
+#: The most sessions one page holds (a listing reads them a page at a time).
 LIST_LIMIT = 200
+#: Sessions a page of :meth:`SessionService.sessions_page` unless the caller asks for another number.
+PAGE_SIZE = 50
 #: A capture's id: the SHA-256 of its content.
 CAPTURE_ID = re.compile("[0-9a-f]{64}")
 #: Refusals caused by the request itself: they count towards the invalid-request limit.
@@ -159,7 +161,8 @@ class SessionService:
         return [views.summary(row) for row in rows]
 
     def sessions_page(self, actor: Actor, *, status: str | None = None, everyone: bool = False,
-                      after: int | None = None, limit: int = 50, newest_first: bool = False, q: str | None = None
+                      after: int | None = None, limit: int = PAGE_SIZE, newest_first: bool = False,
+                      q: str | None = None
                       ) -> dict[str, Any]:
         """One page of what ``list_sessions`` lists (the same sessions for the same caller, each as it shows them,
         a blocked one with ``blocked_at`` too), by id: oldest first, or ``newest_first``. ``q``: only sessions
