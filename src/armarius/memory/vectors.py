@@ -16,8 +16,10 @@ to tune or rebuild. The first search of a workspace in a process reads all its v
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +39,12 @@ def embedding(embedder: Embedder, title: str, body: str) -> bytes:
 
 
 def embedding_meanwhile(tx: Tx, embedder: Embedder, title: str, body: str) -> Callable[[], bytes]:
-    """:func:`embedding`, made while the transaction's next statements travel (PostgreSQL; at once on SQLite),
-    to be called for once they have gone."""
+    """:func:`embedding`, made while the transaction works, to be called for once its next statements have
+    gone: on PostgreSQL while they travel; on SQLite in this process's embedding thread, while SQLite runs
+    the transaction's statements (without Python's lock: a remember's duplicate check takes longer than its
+    embedding, which is then hidden from its time, though not from the processor's)."""
+    if tx.dialect == "sqlite":
+        return _embedding_thread.submit(embedder, title, body).result
     made: list[bytes] = []
     tx.meanwhile(lambda: made.append(embedding(embedder, title, body)))
 
@@ -48,6 +54,29 @@ def embedding_meanwhile(tx: Tx, embedder: Embedder, title: str, body: str) -> Ca
         return made[0]
 
     return vector
+
+
+class _EmbeddingThread:
+    """This process's embedding thread, started on first use; a forked child starts its own."""
+
+    def __init__(self) -> None:
+        self._forget()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        self._lock = threading.Lock()  # another thread may have held the parent's at the fork
+        self._pool: ThreadPoolExecutor | None = None  # the parent's thread is not in the child
+
+    def submit(self, embedder: Embedder, title: str, body: str) -> Future[bytes]:
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(1, thread_name_prefix="armarius-embedding")
+        return self._pool.submit(embedding, embedder, title, body)
+
+
+_embedding_thread = _EmbeddingThread()
 
 
 def put(tx: Tx, vectors: Sequence[tuple[int, int, bytes]], model: str) -> None:
