@@ -54,7 +54,7 @@ def main() -> None:
         for dimensions, candidates in steps:
             vectors.COARSE_DIMENSIONS, vectors.CANDIDATES = dimensions, candidates
             space = vectors._Space()
-            space.add([{"entry_id": at, "seq": at + 1, "vector": blob} for at, blob in enumerate(blobs[:size])])
+            space.add([{"id": at, "seq": at + 1, "vector": blob} for at, blob in enumerate(blobs[:size])])
             if not exact:
                 exact = run(space, questions, exact_up_to=size)
                 show(size, "exact", exact, "", len(questions))

@@ -101,9 +101,9 @@ def open_app(settings: Settings) -> Armarius:
     limits = MemoryLimits(body_max_bytes=settings.memory_body_max_bytes,
                           duplicate_threshold=settings.memory_duplicate_threshold)
     sessions = SessionService(database, research, evidence_dir=settings.data_dir / "evidence", limits=session_limits)
-    evidence = EvidenceService(database, evidence_dir=settings.data_dir / "evidence", sessions=sessions)
-    memory = MemoryService(database, limits, evidence=evidence,
-                           vectors=VectorIndex(WordLlamaEmbedder()) if settings.memory_embeddings != "off" else None)
+    index = VectorIndex(WordLlamaEmbedder()) if settings.memory_embeddings != "off" else None
+    evidence = EvidenceService(database, evidence_dir=settings.data_dir / "evidence", sessions=sessions, vectors=index)
+    memory = MemoryService(database, limits, evidence=evidence, vectors=index)
     drafts = DraftService(database, memory, text_max_bytes=settings.memory_body_max_bytes,
                           approval_ttl=timedelta(seconds=settings.approval_ttl_seconds))
     repairs = RepairService(database, memory, sessions, evidence_dir=settings.data_dir / "evidence", evidence=evidence)

@@ -17,7 +17,7 @@ from armarius.auth.permissions import Kind, Role
 from armarius.errors import ArmariusError
 from tests.helpers import OPERATOR, OwnerSQL, Team, make_team
 
-TABLES = ("evidence_units", "evidence_revisions", "evidence_search")
+TABLES = ("evidence_units", "evidence_revisions", "evidence_search", "unit_vectors")
 ADMIN_PASSWORD = "alpha-admin correct horse battery"
 
 

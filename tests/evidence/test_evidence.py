@@ -8,6 +8,7 @@ import dataclasses
 import json
 import socket
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -92,9 +93,9 @@ def test_an_edit_makes_a_new_edited_revision_and_the_active_one_stays_until_acti
     assert (view.status, view.revision, view.reviewed_revision, view.active_revision) == ("edited", 2, 1, 1)
     assert view.active_fingerprint == first
     assert evidence.snapshot(human) == {NAME: first}
-    # The active revision is still the one searched.
+    # The active revision is still the one searched (by its words; by meaning, "airship" is near "zeppelin").
     assert [hit["revision"] for hit in lab.app.memory.recall(human, "zeppelin")["evidence"]] == [1]
-    assert lab.app.memory.recall(human, "airship")["evidence"] == []
+    assert lab.app.memory.recall(human, "airship", mode="lexical")["evidence"] == []
     assert evidence.edit(human, NAME, 2, body=view.body) == {"unit": NAME, "revision": 2, "status": "unchanged",
                                                              "changed": False}
     evidence.review(human, NAME, 2)
@@ -342,21 +343,25 @@ def test_recall_finds_active_units_and_not_edited_or_reviewed_ones(lab: Lab) -> 
     evidence.create(human, "notes/reviewed", "Reviewed only", "The quokka colony is reviewed only.\n")
     evidence.review(human, "notes/reviewed", 1)
     lab.active("notes/active", "Active", "The quokka colony lives on Rottnest.\n")
-    found = memory.recall(agent, "quokka colony")
-    assert found["results"] == []
-    assert found["match"] == "none"  # match speaks of the entries
-    assert found["evidence"] == [{"unit": "notes/active", "title": "Active", "revision": 1, "kind": "evidence",
-                                  "snippet": "The **quokka** **colony** lives on Rottnest.\n"}]
+    for mode in ("lexical", "hybrid"):
+        found = memory.recall(agent, "quokka colony", mode=mode)
+        assert found["results"] == []
+        assert found["match"] == "none"  # match speaks of the entries
+        assert found["evidence"] == [{
+            "unit": "notes/active", "title": "Active", "revision": 1, "kind": "evidence",
+            "snippet": "The **quokka** **colony** lives on Rottnest.\n",
+            "ranked_by": ["lexical"] if mode == "lexical" else ["lexical", "semantic"]}]
     # Any word when no unit holds all of them, as for entries; a search by tags finds no unit.
-    assert [hit["unit"] for hit in memory.recall(agent, "quokka zebra")["evidence"]] == ["notes/active"]
+    assert [hit["unit"] for hit in memory.recall(agent, "quokka zebra", mode="lexical")["evidence"]] == [
+        "notes/active"]
     assert memory.recall(agent, "quokka", tags=["ops"])["evidence"] == []
     assert memory.recall(agent, "?!")["evidence"] == []
     # Entries and units are found side by side; the unit's name is searched too.
     memory.remember(agent, _entry("ops/quokka", "Quokka notes", "The quokka colony count."))
-    both = memory.recall(agent, "quokka")
+    both = memory.recall(agent, "quokka", mode="lexical")
     assert [hit["slug"] for hit in both["results"]] == ["ops/quokka"]
     assert [hit["unit"] for hit in both["evidence"]] == ["notes/active"]
-    assert [hit["unit"] for hit in memory.recall(agent, "notes")["evidence"]] == ["notes/active"]
+    assert [hit["unit"] for hit in memory.recall(agent, "notes", mode="lexical")["evidence"]] == ["notes/active"]
 
 
 def _entry(slug: str, title: str, body: str) -> RememberRequest:
@@ -374,9 +379,10 @@ def test_a_unit_at_the_body_limit_is_activated_and_found_on_both_engines(lab: La
         evidence.create(human, name, "Big", body)
         evidence.review(human, name, 1)
         evidence.activate(admin, name, 1)
-    assert [hit["unit"] for hit in lab.app.memory.recall(human, "w5x")["evidence"]] == ["big/distinct"]
-    assert [hit["unit"] for hit in lab.app.memory.recall(human, "finalword")["evidence"]] == ["big/prose"]
-    assert lab.app.memory.recall(human, "lastword")["evidence"] == []  # past the budget
+    recall = partial(lab.app.memory.recall, human, mode="lexical")
+    assert [hit["unit"] for hit in recall("w5x")["evidence"]] == ["big/distinct"]
+    assert [hit["unit"] for hit in recall("finalword")["evidence"]] == ["big/prose"]
+    assert recall("lastword")["evidence"] == []  # past the budget
     indexed = search_text(distinct)
     assert indexed is not None
     assert "lastword" not in indexed

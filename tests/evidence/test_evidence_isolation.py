@@ -27,6 +27,7 @@ def test_units_of_another_workspace_do_not_exist_for_it(lab: Lab) -> None:
     assert evidence.snapshot(beta.human) == {}
     assert evidence.snapshot_problems(beta.human) == []
     assert memory.recall(beta.agent, "zeppelin")["evidence"] == []
+    assert memory.recall(beta.agent, "where does alpha stage its releases", mode="semantic")["evidence"] == []
     assert evidence.file_fingerprint(beta.human, NAME) is None  # beta's folder has no such file
     for attempt in (lambda: evidence.show(beta.human, NAME), lambda: evidence.current(beta.agent, NAME),
                     lambda: evidence.edit(beta.human, NAME, 1, body="b"), lambda: evidence.review(beta.human, NAME, 1),
@@ -78,7 +79,10 @@ def test_the_login_role_scoped_to_another_workspace_sees_no_unit_rows(lab: Lab) 
         with pytest.raises(psycopg.errors.InsufficientPrivilege):  # and a row for alpha cannot be made there
             run(beta.human.workspace_id, f"INSERT INTO evidence_search (unit_id, workspace_id, revision, name, title, "
                                          f"body) VALUES (1, {alpha}, 1, 'x', 'x', 'x')")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # nor a vector
+            run(beta.human.workspace_id, f"INSERT INTO unit_vectors (unit_id, workspace_id, seq, revision, model, "
+                                         f"vector) SELECT 1, {alpha}, 99, 1, id, '\\x00' FROM vector_models")
         for statement in ("UPDATE evidence_revisions SET body = 'forged'", "DELETE FROM evidence_revisions",
-                          "DELETE FROM evidence_units", "DELETE FROM evidence_search"):
+                          "DELETE FROM evidence_units", "DELETE FROM evidence_search", "DELETE FROM unit_vectors"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 run(alpha, statement)

@@ -74,7 +74,7 @@ def test_a_text_without_tokens_is_the_zero_vector() -> None:
 def space_of(matrix: np.ndarray[Any, np.dtype[np.float32]]) -> vectors._Space:
     """The vectors as a server reads them: a batch at a time (the matrices grow on the way)."""
     space = vectors._Space()
-    rows = [{"entry_id": 1000 + at, "seq": at + 1, "vector": quantize(row)} for at, row in enumerate(matrix)]
+    rows = [{"id": 1000 + at, "seq": at + 1, "vector": quantize(row)} for at, row in enumerate(matrix)]
     for start in range(0, len(rows), 700):
         space.add(rows[start:start + 700])
     return space

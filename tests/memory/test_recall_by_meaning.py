@@ -19,7 +19,7 @@ from armarius.app import Armarius, open_app
 from armarius.config import Settings
 from armarius.errors import InvalidInput
 from armarius.memory.service import RememberRequest
-from armarius.memory.vectors import VectorIndex
+from armarius.memory.vectors import ENTRIES, VectorIndex
 from tests.cli.test_cli import Cli
 from tests.helpers import OwnerSQL, Team, agent_of, make_team
 
@@ -88,11 +88,11 @@ def test_a_search_that_read_new_vectors_before_another_never_brings_back_older_o
 
     def older_search() -> None:
         with app.database.transaction(workspace_id=team.agent.workspace_id) as tx:
-            found = index.nearest_later(tx, question, 4)
+            found = index.nearest_later(tx, question, {ENTRIES: 4})
             tx.flush()  # its read of the new vectors has run (PostgreSQL sends it now)
             read.set()
             go.wait(10)
-            answers.append(found())
+            answers.append(found()[ENTRIES])
 
     thread = threading.Thread(target=older_search)
     thread.start()
@@ -155,16 +155,19 @@ def test_vectors_of_another_model_are_ignored_until_reindexed(app: Armarius, set
     fresh = open_app(settings)  # a process that starts after the model changed
     try:
         assert fresh.memory.recall(team.agent, QUESTION, mode="semantic")["results"] == []
-        assert fresh.memory.vector_counts(team.agent.workspace_id) == {"entries": 4, "with_vector": 0}
+        assert fresh.memory.vector_counts(team.agent.workspace_id) == {
+            "entries": 4, "with_vector": 0, "units": 0, "units_with_vector": 0}
     finally:
         fresh.close()
     result = Cli(settings)("--json", "init")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["embedded"]["alpha"]["embedded"] == 4
-    assert app.memory.vector_counts(team.agent.workspace_id) == {"entries": 4, "with_vector": 4}
+    assert app.memory.vector_counts(team.agent.workspace_id) == {"entries": 4, "with_vector": 4, "units": 0,
+                                                                 "units_with_vector": 0}
     assert app.memory.recall(team.agent, QUESTION, mode="semantic")["results"][0]["slug"] == "ops/preprod-host"
     again = Cli(settings)("--json", "memory", "reindex")
-    assert json.loads(again.stdout)["alpha"] == {"embedded": 0, "entries": 4, "with_vector": 4}
+    assert json.loads(again.stdout)["alpha"] == {"embedded": 0, "entries": 4, "with_vector": 4, "units": 0,
+                                                 "units_with_vector": 0}
 
 
 def test_a_workspace_never_finds_another_workspaces_entries_by_meaning(app: Armarius, team: Team) -> None:
@@ -230,7 +233,8 @@ def test_reindex_resumes_after_a_kill(settings: Settings, tmp_path: Path) -> Non
         assert partial is not None
         assert 300 <= partial["with_vector"] < 1500
         rest: dict[str, Any] = json.loads(Cli(settings)("--json", "memory", "reindex", "--workspace", "alpha").stdout)
-        assert rest["alpha"] == {"embedded": 1500 - partial["with_vector"], "entries": 1500, "with_vector": 1500}
+        assert rest["alpha"] == {"embedded": 1500 - partial["with_vector"], "entries": 1500, "with_vector": 1500,
+                                 "units": 0, "units_with_vector": 0}
         assert app.memory.recall(team.agent, "topic 5", mode="semantic")["results"]
     finally:
         app.close()

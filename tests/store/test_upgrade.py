@@ -34,6 +34,7 @@ from armarius.auth.web_sessions import WebSessions
 from armarius.canonical import canonical_json
 from armarius.config import Settings, write_settings_file
 from armarius.errors import SchemaOutdated, Unauthenticated
+from armarius.evidence.model import UnitFile, fingerprint, render, search_text
 from armarius.memory.embeddings import WordLlamaEmbedder, entry_text, quantize
 from armarius.memory.model import parse_links, slug_key
 from armarius.memory.queries import encode_tags, search_body
@@ -51,6 +52,7 @@ AGENT, HUMAN = "agent:bot", "human:ada"
 DEPLOY_1 = "Deploy with `make release`; the servers stand in Zürich.\n"
 DEPLOY_2 = DEPLOY_1 + "Roll back with `make rollback` — never by hand. ✓\n"
 STAGING = "Staging mirrors production; read [[ops/deploy]] before touching it.\n"
+UNIT, UNIT_BODY = "infra/database-host", "The PostgreSQL primary runs on db-7.internal, replicated to db-8.\n"
 #: The previous release wrote its rows at these times (the hashes cover them).
 THEN = datetime(2025, 5, 1, 9, 0, tzinfo=UTC)
 
@@ -202,13 +204,36 @@ class OldWriter:
                                (entry_id, alpha, words))
                 self.event(tx, AGENT, "memory.created" if revision == 1 else "memory.updated", slug,
                            {"revision": revision, "operation": operation})
-            # Its vector (recall by meaning), the model named on the row.
+            # Its vector (recall by meaning), the model named by its number in vector_models.
             embedder = WordLlamaEmbedder()
-            tx.execute("INSERT INTO entry_vectors (entry_id, workspace_id, revision, model, seq, vector) "
-                       "VALUES (?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM entry_vectors), ?)",
-                       (entry_id, alpha, len(bodies), embedder.model_id,
-                        quantize(embedder.embed([entry_text(title, bodies[-1])])[0])))
+            tx.execute("INSERT INTO vector_models (name) VALUES (?) ON CONFLICT (name) DO NOTHING",
+                       (embedder.model_id,))
+            tx.execute("INSERT INTO entry_vectors (entry_id, workspace_id, seq, revision, model, vector) "
+                       "SELECT ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM entry_vectors), ?, id, ? "
+                       "FROM vector_models WHERE name = ?",
+                       (entry_id, alpha, len(bodies), quantize(embedder.embed([entry_text(title, bodies[-1])])[0]),
+                        embedder.model_id))
         return entry_id
+
+    def active_unit(self, alpha: int, name: str, title: str, body: str) -> None:
+        """An evidence unit a human wrote, reviewed and activated: searched by its words, with no vector (recall
+        by meaning of units came with the newest migration)."""
+        with self.database.transaction(workspace_id=alpha, write=True) as tx:
+            at = self.at()
+            content = render(UnitFile(name=name, title=title, revision=1, provenance=(), lineage=(), body=body))
+            unit_id = int(tx.scalar(
+                "INSERT INTO evidence_units (workspace_id, name, title, status, revision, reviewed_revision, "
+                "reviewed_by, reviewed_at, active_revision, active_fingerprint, activated_by, activated_at, "
+                "created_by, created_at, updated_by, updated_at) "
+                "VALUES (?, ?, ?, 'active', 1, 1, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (alpha, name, title, HUMAN, at, fingerprint(content), HUMAN, at, HUMAN, at, HUMAN, at)))
+            tx.execute("INSERT INTO evidence_revisions (workspace_id, unit_id, revision, title, body, fingerprint, "
+                       "provenance, lineage, author, reason, created_at) VALUES (?, ?, 1, ?, ?, ?, '[]', '[]', ?, "
+                       "NULL, ?)", (alpha, unit_id, title, body, fingerprint(content), HUMAN, at))
+            tx.execute("INSERT INTO evidence_search (unit_id, workspace_id, revision, name, title, body, search_body) "
+                       "VALUES (?, ?, 1, ?, ?, ?, ?)", (unit_id, alpha, name, title, body, search_text(body)))
+            self.event(tx, HUMAN, "evidence.activated", name, {"unit": name, "revision": 1,
+                                                               "fingerprint": fingerprint(content), "replaced": None})
 
     def curate(self, alpha: int, entry_id: int, slug: str, revision: int) -> None:
         with self.database.transaction(workspace_id=alpha, write=True) as tx:
@@ -237,6 +262,7 @@ def make_previous_release_store(settings: Settings) -> OldStore:
         deploy = writer.entry(alpha, "ops/deploy", "Deploying", [DEPLOY_1, DEPLOY_2], ["ops", "release"])
         writer.curate(alpha, deploy, "ops/deploy", 2)
         writer.entry(alpha, "ops/staging", "Staging", [STAGING], ["ops"])
+        writer.active_unit(alpha, UNIT, "Where the database lives", UNIT_BODY)
     finally:
         database.close()
     return OldStore(alpha, token, writer.events)
@@ -255,7 +281,9 @@ def upgraded(old_settings: Settings) -> tuple[Settings, OldStore]:
     result = armarius(old_settings, "--json", "init")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["applied"] == [latest]
-    assert json.loads(result.stdout)["embedded"] == {}, "the old vectors are carried over, not made again"
+    # The old entries' vectors are carried over, not made again; the active unit, which had none, gets one.
+    assert json.loads(result.stdout)["embedded"] == {"alpha": {"embedded": 1, "entries": 2, "with_vector": 2,
+                                                               "units": 1, "units_with_vector": 1}}
     return old_settings, old
 
 
@@ -305,10 +333,13 @@ def test_the_old_data_reads_through_the_services(upgraded: tuple[Settings, OldSt
         # The search index the old rows were given (by triggers) answers, also for words of the old revision.
         assert [hit["slug"] for hit in application.memory.recall(agent, "Zürich")["results"]] == ["ops/deploy"]
         assert [hit["slug"] for hit in application.memory.recall(agent, "rollback")["results"]] == ["ops/deploy"]
-        # The old vectors answer (`armarius init` made none).
-        by_meaning = application.memory.recall(agent, "how do we ship a release?", mode="semantic")["results"]
-        assert by_meaning[0]["slug"] == "ops/deploy"
-        assert application.memory.vector_counts(old.workspace_id) == {"entries": 2, "with_vector": 2}
+        # The old vectors answer, and the one `armarius init` made for the active unit.
+        by_meaning = application.memory.recall(agent, "how do we ship a release?", mode="semantic")
+        assert by_meaning["results"][0]["slug"] == "ops/deploy"
+        assert [unit["unit"] for unit in application.memory.recall(agent, "which server holds our data store?",
+                                                                   mode="semantic")["evidence"]] == [UNIT]
+        assert application.memory.vector_counts(old.workspace_id) == {"entries": 2, "with_vector": 2,
+                                                                      "units": 1, "units_with_vector": 1}
         assert [entry["slug"] for entry in application.memory.list_entries(agent, tag="release")["entries"]] == [
             "ops/deploy"]
         assert [entry["slug"] for entry in application.memory.list_entries(agent, curated=True)["entries"]] == [

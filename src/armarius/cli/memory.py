@@ -208,13 +208,15 @@ def _review_item(cli: CliContext, item: dict[str, Any], workspace: str, principa
 @click.option("--workspace", help="Only this workspace (default: every workspace).")
 @pass_cli
 def memory_reindex(cli: CliContext, workspace: str | None) -> None:
-    """Embed the entries that have no vector of the current model, for recall by meaning (an operator's
-    task, like `audit verify`). Resumable: an interrupted run keeps what it did; a second run does nothing."""
+    """Embed the entries and active evidence units that have no vector of the current model, for recall by
+    meaning (an operator's task, like `audit verify`). Resumable: an interrupted run keeps what it did; a
+    second run does nothing."""
     with cli.app() as app:
         results = reindex_all(app, workspace)
     cli.emit(results, text="\n".join(
-        f"{name}: {result['embedded']} embedded; {result['with_vector']} of {result['entries']} entries have a "
-        "vector." for name, result in results.items()) or "There are no workspaces.")
+        f"{name}: {result['embedded']} embedded; {result['with_vector']} of {result['entries']} entries and "
+        f"{result['units_with_vector']} of {result['units']} active evidence units have a vector."
+        for name, result in results.items()) or "There are no workspaces.")
 
 
 def reindex_all(app: Armarius, workspace: str | None = None) -> dict[str, dict[str, int]]:
@@ -222,7 +224,8 @@ def reindex_all(app: Armarius, workspace: str | None = None) -> dict[str, dict[s
     results = {}
     for space in [app.directory.workspace(workspace)] if workspace else app.directory.workspaces():
         before = app.memory.vector_counts(space.id)
-        missing = 0 if before is None else before["entries"] - before["with_vector"]
+        missing = 0 if before is None else (before["entries"] - before["with_vector"]
+                                            + before["units"] - before["units_with_vector"])
         with progress(missing, f"Embedding {space.name}") as step:
             results[space.name] = app.memory.reindex(space.id, progress=step)
     return results

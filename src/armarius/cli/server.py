@@ -57,8 +57,8 @@ def init(cli: CliContext) -> None:
         {"data_dir": str(settings.data_dir), "schema_version": version, "applied": applied, "embedded": embedded},
         text=f"Data folder {settings.data_dir}: schema at version {version}"
         + (f" (applied {', '.join(map(str, applied))})." if applied else " (already up to date).")
-        + "".join(f"\nWorkspace {name}: {result['embedded']} entries embedded for recall by meaning."
-                  for name, result in embedded.items()),
+        + "".join(f"\nWorkspace {name}: {result['embedded']} entries and evidence units embedded for recall by "
+                  "meaning." for name, result in embedded.items()),
     )
 
 

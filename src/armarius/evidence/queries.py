@@ -129,7 +129,7 @@ def match_expression(dialect: str, groups: Sequence[Sequence[str]]) -> str:
 
 
 def search(tx: Tx, expression: str, *, limit: int) -> Later:
-    """The active revisions matching, best first: unit name, title, revision and body; read with the next
+    """The active revisions matching, best first: unit id, name, title, revision and body; read with the next
     statement sent or the commit.
 
     SQLite: FTS5 ranks inside the index, and the search rows are joined only for the rows returned.
@@ -140,14 +140,24 @@ def search(tx: Tx, expression: str, *, limit: int) -> Later:
     workspace = tx.require_workspace()
     if tx.dialect == "sqlite":
         return tx.read_later(
-            "SELECT s.name, s.title, s.revision, s.body FROM evidence_fts CROSS JOIN evidence_search s "
+            "SELECT s.unit_id AS id, s.name, s.title, s.revision, s.body FROM evidence_fts "
+            "CROSS JOIN evidence_search s "
             "ON s.unit_id = evidence_fts.rowid "
             "WHERE evidence_fts MATCH ? AND evidence_fts.rank MATCH ? AND s.workspace_id = ? "
             "ORDER BY evidence_fts.rank LIMIT ?",
             (expression, _BM25_WEIGHTS, workspace, limit),
         )
     return tx.read_later(
-        "SELECT s.name, s.title, s.revision, s.body FROM evidence_search s, to_tsquery('simple', ?) query "
+        "SELECT s.unit_id AS id, s.name, s.title, s.revision, s.body FROM evidence_search s, "
+        "to_tsquery('simple', ?) query "
         "WHERE s.workspace_id = ? AND s.tsv @@ query ORDER BY ts_rank(s.tsv, query) DESC, s.unit_id LIMIT ?",
         (expression, workspace, limit),
     )
+
+
+def active_later(tx: Tx, unit_ids: Sequence[int]) -> Later:
+    """The active revisions of these units, as :func:`search` gives them (in no order); read with the next
+    statement sent or the commit."""
+    return tx.read_later(
+        "SELECT unit_id AS id, name, title, revision, body FROM evidence_search WHERE workspace_id = ? "
+        f"AND unit_id IN ({', '.join('?' * len(unit_ids))})", (tx.require_workspace(), *unit_ids))

@@ -10,7 +10,8 @@ and ``restore`` writes the store's latest revision again.
 
 Review and activation are of exactly the revision a human read *and* of the file on disk holding
 it (its fingerprint): what is activated is what is in the canonical file. Activation indexes the
-revision into the searched corpus from the store; it never fetches anything.
+revision into the searched corpus from the store, its words and (unless ``memory.embeddings`` is off) its
+vector, in the same transaction; it never fetches anything.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ from armarius.evidence.model import (
     render,
     step,
 )
+from armarius.memory import vectors
 from armarius.memory.model import check_reason, check_title
+from armarius.memory.vectors import UNITS, VectorIndex
 from armarius.sessions.service import SessionService
 from armarius.store import Database, Later, Row, Tx, UniqueViolation, iso_utc
 
@@ -61,6 +64,8 @@ class EvidenceService:
     evidence_dir: Path
     #: Whose captures ``from_capture`` reads (the session's capture files, checked against their ids).
     sessions: SessionService | None = None
+    #: Recall by meaning's vectors (None: ``memory.embeddings`` is off): an activated revision gets one.
+    vectors: VectorIndex | None = None
     clock: Callable[[], datetime] = _now
 
     def unit_path(self, workspace: str, name: str) -> Path:
@@ -157,6 +162,12 @@ class EvidenceService:
         """:meth:`search` in the caller's transaction ``within``, read with its next statement sent or its commit."""
         actor.require(Permission.MEMORY_READ)
         return queries.search(within, queries.match_expression(within.dialect, groups), limit=limit)
+
+    def active_later(self, actor: Actor, unit_ids: list[int], *, within: Tx) -> Later:
+        """The active revisions of these units (found by meaning), as :meth:`search_later` gives them, in the
+        caller's transaction ``within``: read with its next statement sent or its commit."""
+        actor.require(Permission.MEMORY_READ)
+        return queries.active_later(within, unit_ids)
 
     # A human's revisions ----------------------------------------------------------------------------
 
@@ -289,6 +300,10 @@ class EvidenceService:
                         "fingerprint": latest["fingerprint"], "changed": False}
             queries.index_active(tx, unit["id"], revision=revision, name=name, title=latest["title"],
                                  body=latest["body"])
+            if self.vectors is not None:
+                embedder = self.vectors.embedder
+                vectors.put(tx, [(unit["id"], revision, vectors.embedding(embedder, latest["title"], latest["body"]))],
+                            embedder.model_id, UNITS)
             queries.update_unit(tx, unit["id"], status=Status.ACTIVE.value, active_revision=revision,
                                 active_fingerprint=latest["fingerprint"], activated_by=actor.audit_name,
                                 activated_at=iso_utc(self.clock()))

@@ -74,8 +74,8 @@ TOOLS = [
             "human curated it, and ranked_by: which searches found it. By words, all words must match; if nothing "
             "does, entries matching any word count (match: 'any'); match: 'meaning' when only the search by meaning "
             "found something. read(slug) gives the full text. Active evidence units (documents a human reviewed "
-            "and activated) that match are listed apart under "
-            "'evidence', each marked kind: 'evidence'."
+            "and activated) found the same ways are listed apart under 'evidence', each marked kind: 'evidence', "
+            "with its ranked_by."
         ),
         handler=_recall,
         permission=Permission.MEMORY_READ,

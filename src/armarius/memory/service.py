@@ -123,12 +123,13 @@ class MemoryService:
             "revision": row["revision"], "curated": row["curated_revision"] == row["revision"], "ranked_by": found,
         } for row, found in ranked]
         units_shown = [{"unit": unit["name"], "title": unit["title"], "snippet": snippet(unit["body"], terms),
-                        "revision": unit["revision"], "kind": "evidence"} for unit in units]
+                        "revision": unit["revision"], "kind": "evidence", "ranked_by": found} for unit, found in units]
         if match == "none" and results:
             match = "meaning"
         return {"query": query, "mode": mode, "match": match, "results": results, "evidence": units_shown}
 
-    def _recall_by_words(self, search: _Search) -> tuple[str, list[tuple[Row, list[str]]], list[Row]]:
+    def _recall_by_words(self, search: _Search
+                         ) -> tuple[str, list[tuple[Row, list[str]]], list[tuple[Row, list[str]]]]:
         """Ranked by words alone, the searches go with the commit (PostgreSQL: one round trip), the evidence
         units' search by any of the words too, for when all of them find none (a small search); the entries'
         search by any of the words, when all of them found none, in a transaction of its own."""
@@ -140,47 +141,58 @@ class MemoryService:
             with self.database.transaction(workspace_id=search.actor.workspace_id) as tx:
                 by_any_word = search.entries(tx, search.any_word)
             match, rows = "any", by_any_word.all()
-        found_units = [] if units is None else units.all()
-        if not found_units and units_by_any_word is not None:
-            found_units = units_by_any_word.all()
-        return (match if rows else "none"), _fuse([_lexical(match, rows)], search.limit), found_units
+        return (match if rows else "none"), _fuse([_lexical(match, rows)], search.limit), _fuse(
+            [_units_by_words(units, units_by_any_word)], search.limit)
 
     def _recall_by_meaning(self, search: _Search, query: str, *, by_words: bool
-                           ) -> tuple[str, list[tuple[Row, list[str]]], list[Row]]:
+                           ) -> tuple[str, list[tuple[Row, list[str]]], list[tuple[Row, list[str]]]]:
         """Ranked by meaning (alone or fused with words): the candidates are ranked by their ids alone, and only
-        the entries shown are read, with the commit."""
+        the entries and evidence units shown are read, with the commit."""
         assert self.vectors is not None
         match, rows = "none", list[Row]()
         with self.database.transaction(workspace_id=search.actor.workspace_id) as tx:
             # The searches and the vectors this process has not read yet go together (PostgreSQL: one round trip).
             by_all_words = search.entries(tx, [search.terms]) if by_words else None
-            units = search.units(tx, [search.terms])
+            units, units_by_any_word = ((search.units(tx, [search.terms]),
+                                         None if search.any_word is None else search.units(tx, search.any_word))
+                                        if by_words else (None, None))
             # Filters apply after ranking by meaning, so rank more when they may drop some.
             filtered = search.curated_only or bool(search.tags)
-            nearest = self.vectors.nearest_later(tx, query, search.pool * 4 if filtered else search.pool)
+            limits = {vectors.ENTRIES: search.pool * 4 if filtered else search.pool}
+            if search.evidence is not None:
+                limits[vectors.UNITS] = search.limit
+            nearest = self.vectors.nearest_later(tx, query, limits)
             if by_all_words is not None:
                 match, rows = "all", by_all_words.all()
                 if not rows and search.any_word is not None:
                     match, rows = "any", search.entries(tx, search.any_word).all()
-            near = self._nearest(tx, nearest(), search.pool, curated_only=search.curated_only, tags=search.tags)
+            found = nearest()
+            near = self._nearest(tx, found[vectors.ENTRIES], search.pool, curated_only=search.curated_only,
+                                 tags=search.tags)
             ranked = _fuse([_lexical(match, rows), ("semantic", near, 1.0)], search.limit)
             shown = queries.recall_rows_later(tx, [row["id"] for row, _ in ranked], curated_only=False, tags=())
-            if units is not None and not units.all() and search.any_word is not None:
-                units = search.units(tx, search.any_word)
+            ranked_units = _fuse([_units_by_words(units, units_by_any_word),
+                                  ("semantic", _close(found.get(vectors.UNITS, [])), 1.0)], search.limit)
+            unread = [row["id"] for row, _ in ranked_units if "body" not in row]
+            units_read = (None if not unread or search.evidence is None
+                          else search.evidence.active_later(search.actor, unread, within=tx))
         entries = queries.by_id(shown)
+        unit_rows = {} if units_read is None else {row["id"]: row for row in units_read.all()}
         return ((match if rows else "none"), [(entries[row["id"]], found) for row, found in ranked],
-                [] if units is None else units.all())
+                [(unit_rows.get(row["id"], row), found) for row, found in ranked_units
+                 if "body" in row or row["id"] in unit_rows])
 
     def _nearest(self, tx: Tx, scored: list[tuple[int, float]], limit: int, *, curated_only: bool,
                  tags: tuple[str, ...]) -> list[Row]:
         """Of the entries ``scored`` by meaning (best first), the ids of those that pass recall's filters; none
         below SEMANTIC_FLOOR (a query about nothing the workspace holds finds nothing). The vectors are the
         workspace's own, and entries are never deleted: without filters, nothing to read."""
-        near = [entry_id for entry_id, score in scored if score >= SEMANTIC_FLOOR]
+        near = _close(scored)
         if not (curated_only or tags):
-            return [{"id": entry_id} for entry_id in near[:limit]]
-        rows = queries.recall_rows(tx, near, curated_only=curated_only, tags=tags, ids_only=True)
-        return [rows[entry_id] for entry_id in near if entry_id in rows][:limit]
+            return near[:limit]
+        rows = queries.recall_rows(tx, [row["id"] for row in near], curated_only=curated_only, tags=tags,
+                                   ids_only=True)
+        return [rows[row["id"]] for row in near if row["id"] in rows][:limit]
 
     def read(self, actor: Actor, slug: str, revision: int | None = None) -> dict[str, Any]:
         actor.require(Permission.MEMORY_READ)
@@ -388,33 +400,40 @@ class MemoryService:
 
     def reindex(self, workspace_id: int, *, batch: int = 200, progress: Callable[[int], None] | None = None
                 ) -> dict[str, int]:
-        """Embed every entry of the workspace whose current revision has no vector of this model (written
-        before recall by meaning existed, or by another model), a batch per transaction: resumable after an
-        interruption, and a second run finds nothing to do. An operator's task: the vectors are derived data."""
+        """Embed every entry of the workspace whose current revision, and every evidence unit whose active
+        revision, has no vector of this model (written before recall by meaning existed, or by another model),
+        a batch per transaction: resumable after an interruption, and a second run finds nothing to do. An
+        operator's task: the vectors are derived data."""
         if self.vectors is None:
             raise InvalidInput("Recall by meaning is off on this server (memory.embeddings = \"off\"): there is "
                                "nothing to embed.", field="memory.embeddings")
         embedder, done = self.vectors.embedder, 0
-        while True:
-            with self.database.transaction(workspace_id=workspace_id, write=True) as tx:
-                rows = vectors.missing(tx, embedder.model_id, batch)
-                if not rows:
-                    break
-                found = embedder.embed([entry_text(row["title"], row["body"]) for row in rows])
-                vectors.put(tx, [(row["id"], row["revision"], quantize(vector))
-                                 for row, vector in zip(rows, found, strict=True)], embedder.model_id)
-            done += len(rows)
-            if progress is not None:
-                progress(len(rows))
-        with self.database.transaction(workspace_id=workspace_id) as tx:
-            return {"embedded": done, **vectors.counts(tx, embedder.model_id)}
+        for kind in (vectors.ENTRIES, vectors.UNITS):
+            while True:
+                with self.database.transaction(workspace_id=workspace_id, write=True) as tx:
+                    rows = vectors.missing(tx, embedder.model_id, batch, kind)
+                    if not rows:
+                        break
+                    found = embedder.embed([entry_text(row["title"], row["body"]) for row in rows])
+                    vectors.put(tx, [(row["id"], row["revision"], quantize(vector))
+                                     for row, vector in zip(rows, found, strict=True)], embedder.model_id, kind)
+                done += len(rows)
+                if progress is not None:
+                    progress(len(rows))
+        counts = self.vector_counts(workspace_id)
+        assert counts is not None
+        return {"embedded": done, **counts}
 
     def vector_counts(self, workspace_id: int) -> dict[str, int] | None:
-        """How many entries have a vector of this model, of how many (None: recall by meaning is off)."""
+        """How many entries and active evidence units have a vector of this model, of how many (None: recall by
+        meaning is off)."""
         if self.vectors is None:
             return None
+        model = self.vectors.embedder.model_id
         with self.database.transaction(workspace_id=workspace_id) as tx:
-            return vectors.counts(tx, self.vectors.embedder.model_id)
+            (entries, with_vector), (units, units_with_vector) = (vectors.counts(tx, model, vectors.ENTRIES),
+                                                                  vectors.counts(tx, model, vectors.UNITS))
+        return {"entries": entries, "with_vector": with_vector, "units": units, "units_with_vector": units_with_vector}
 
     def write_imported(self, tx: Tx, actor: Actor, *, slug: str, title: str, body: str, tags: tuple[str, ...],
                        history: tuple[PastRevision, ...], origin: str, operation: str) -> str:
@@ -751,6 +770,20 @@ class _Search:
     def units(self, tx: Tx, groups: list[list[str]]) -> Later | None:
         return None if self.evidence is None else self.evidence.search_later(self.actor, groups, limit=self.limit,
                                                                              within=tx)
+
+
+def _close(scored: list[tuple[int, float]]) -> list[Row]:
+    """The ids of what was found by meaning (best first), none below SEMANTIC_FLOOR (a query about nothing the
+    workspace holds finds nothing)."""
+    return [{"id": found} for found, score in scored if score >= SEMANTIC_FLOOR]
+
+
+def _units_by_words(by_all_words: Later | None, by_any_word: Later | None) -> tuple[str, list[Row], float]:
+    """The evidence units' ranking by words: those holding all of them, else those holding any."""
+    rows = [] if by_all_words is None else by_all_words.all()
+    if rows or by_any_word is None:
+        return _lexical("all", rows)
+    return _lexical("any", by_any_word.all())
 
 
 def _lexical(match: str, rows: list[Row]) -> tuple[str, list[Row], float]:

@@ -1,8 +1,10 @@
-"""Entry vectors: written with each revision, searched from a copy kept in memory per workspace.
+"""Entry and evidence unit vectors: written with each revision, searched from a copy kept in memory per
+workspace.
 
-``entry_vectors`` holds one quantized vector per entry (of its current revision), the model that
-made it (by its number in ``vector_models``), and a sequence number per workspace that grows with
-every vector written. Writers take the workspace's vector lock before numbering (SQLite writers
+``entry_vectors`` holds one quantized vector per entry (of its current revision), ``unit_vectors`` one
+per active evidence unit (of its active revision), each with the model that made it (by its number in
+``vector_models``), and a sequence number per workspace that grows with every vector written (each
+table numbered on its own). Writers take the workspace's vector lock before numbering (SQLite writers
 hold the database's write lock anyway), so numbers are handed out in commit order: a reader that
 has seen every vector up to number N has seen every committed vector up to N, and the next reader
 only needs the ones after it.
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -79,14 +81,39 @@ class _EmbeddingThread:
 _embedding_thread = _EmbeddingThread()
 
 
-def put(tx: Tx, vectors: Sequence[tuple[int, int, bytes]], model: str) -> None:
-    """Store vectors (entry id, revision, quantized vector) of ``model``, numbered in commit order; sent with
-    the transaction's next statement or its commit (PostgreSQL)."""
+@dataclass(frozen=True)
+class Kind:
+    """What a table of vectors is of: one vector per entry (of its current revision), or per evidence unit
+    (of its active revision). Each kind is numbered on its own, under the same turn."""
+
+    table: str
+    #: The column naming what each vector is of.
+    owner: str
+    #: The searched texts: id, revision, title and body of each.
+    texts: str
+
+    @property
+    def put_sql(self) -> str:
+        """One vector, of the model named last, numbered after the workspace's last."""
+        return (f"INSERT INTO {self.table} ({self.owner}, workspace_id, seq, revision, model, vector) "
+                f"SELECT ?, ?, coalesce((SELECT max(seq) FROM {self.table} WHERE workspace_id = ?), 0) + 1, ?, m.id, ? "
+                f"FROM vector_models m WHERE m.name = ? ON CONFLICT ({self.owner}) DO UPDATE SET seq = excluded.seq, "
+                "revision = excluded.revision, model = excluded.model, vector = excluded.vector")
+
+
+ENTRIES = Kind("entry_vectors", "entry_id", "SELECT id, revision, title, body, workspace_id FROM entries")
+UNITS = Kind("unit_vectors", "unit_id",
+             "SELECT unit_id AS id, revision, title, body, workspace_id FROM evidence_search")
+
+
+def put(tx: Tx, vectors: Sequence[tuple[int, int, bytes]], model: str, kind: Kind = ENTRIES) -> None:
+    """Store vectors (entry or unit id, revision, quantized vector) of ``model``, numbered in commit order; sent
+    with the transaction's next statement or its commit (PostgreSQL)."""
     workspace = tx.require_workspace()
     take_turn(tx)
     tx.execute_later(_REGISTER, (model, model))
-    for entry_id, revision, vector in vectors:
-        tx.execute_later(_PUT, (entry_id, workspace, workspace, revision, vector, model))
+    for owner, revision, vector in vectors:
+        tx.execute_later(kind.put_sql, (owner, workspace, workspace, revision, vector, model))
 
 
 def take_turn(tx: Tx) -> None:
@@ -98,35 +125,31 @@ def take_turn(tx: Tx) -> None:
 #: The model, registered unless it is already (the model's first vector in this store).
 _REGISTER = ("INSERT INTO vector_models (name) SELECT ? WHERE NOT EXISTS (SELECT 1 FROM vector_models WHERE name = ?) "
              "ON CONFLICT (name) DO NOTHING")
-#: One vector, of the model named last, numbered after the workspace's last.
-_PUT = ("INSERT INTO entry_vectors (entry_id, workspace_id, seq, revision, model, vector) "
-        "SELECT ?, ?, coalesce((SELECT max(seq) FROM entry_vectors WHERE workspace_id = ?), 0) + 1, ?, m.id, ? "
-        "FROM vector_models m WHERE m.name = ? "
-        "ON CONFLICT (entry_id) DO UPDATE SET seq = excluded.seq, revision = excluded.revision, "
-        "model = excluded.model, vector = excluded.vector")
 #: The stored number of the model named.
 _MODEL = "(SELECT id FROM vector_models WHERE name = ?)"
 
 
-def missing(tx: Tx, model: str, limit: int) -> list[Row]:
-    """Entries of the workspace whose current revision has no vector of ``model`` (for reindexing)."""
+def missing(tx: Tx, model: str, limit: int, kind: Kind = ENTRIES) -> list[Row]:
+    """Entries (units) of the workspace whose current (active) revision has no vector of ``model``, for
+    reindexing: id, revision, title and body."""
     return tx.all(
-        "SELECT e.id, e.revision, e.title, e.body FROM entries e LEFT JOIN entry_vectors v ON v.entry_id = e.id "
-        f"AND v.model = {_MODEL} AND v.revision = e.revision WHERE e.workspace_id = ? AND v.entry_id IS NULL "
-        "ORDER BY e.id LIMIT ?",
+        f"SELECT t.id, t.revision, t.title, t.body FROM ({kind.texts}) t LEFT JOIN {kind.table} v "
+        f"ON v.{kind.owner} = t.id AND v.model = {_MODEL} AND v.revision = t.revision "
+        f"WHERE t.workspace_id = ? AND v.{kind.owner} IS NULL ORDER BY t.id LIMIT ?",
         (model, tx.require_workspace(), limit),
     )
 
 
-def counts(tx: Tx, model: str) -> dict[str, int]:
-    """How many entries of the workspace have a current vector of ``model``, and how many there are."""
+def counts(tx: Tx, model: str, kind: Kind = ENTRIES) -> tuple[int, int]:
+    """How many entries (units) of the workspace there are, and how many have a current vector of ``model``."""
     row = tx.one(
-        "SELECT count(*) AS entries, count(v.entry_id) AS with_vector FROM entries e LEFT JOIN entry_vectors v "
-        f"ON v.entry_id = e.id AND v.model = {_MODEL} AND v.revision = e.revision WHERE e.workspace_id = ?",
+        f"SELECT count(*) AS texts, count(v.{kind.owner}) AS with_vector FROM ({kind.texts}) t "
+        f"LEFT JOIN {kind.table} v ON v.{kind.owner} = t.id AND v.model = {_MODEL} AND v.revision = t.revision "
+        "WHERE t.workspace_id = ?",
         (model, tx.require_workspace()),
     )
     assert row is not None
-    return {"entries": int(row["entries"]), "with_vector": int(row["with_vector"])}
+    return int(row["texts"]), int(row["with_vector"])
 
 
 #: Up to this many vectors a search compares the query with each of them in full; above it, in two
@@ -162,11 +185,11 @@ class _Space:
         """Take in vectors read from the store (new entries' and new revisions' of known ones)."""
         vectors = dequantize([row["vector"] for row in fresh])
         for row in fresh:
-            if row["entry_id"] not in self.rows:
-                self.rows[row["entry_id"]] = len(self.ids)
-                self.ids.append(row["entry_id"])
+            if row["id"] not in self.rows:
+                self.rows[row["id"]] = len(self.ids)
+                self.ids.append(row["id"])
         matrix, coarse = self._holding(len(self.ids))
-        at = [self.rows[row["entry_id"]] for row in fresh]  # each entry once: it has one vector row
+        at = [self.rows[row["id"]] for row in fresh]  # each entry (unit) once: it has one vector row
         matrix[at] = vectors
         coarse[at] = _unit(vectors[:, :COARSE_DIMENSIONS])
         self.seen = max(self.seen, *(int(row["seq"]) for row in fresh))
@@ -209,49 +232,57 @@ def _grown(matrix: np.ndarray[Any, np.dtype[np.float32]] | None,
 
 
 class VectorIndex:
-    """Nearest entries by vector, per workspace, from the copy this process keeps."""
+    """Nearest entries (and evidence units) by vector, per workspace, from the copy this process keeps."""
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
-        self._spaces: dict[int, _Space] = {}
+        self._spaces: dict[tuple[str, int], _Space] = {}
         self._lock = threading.Lock()
 
-    def nearest(self, tx: Tx, query: str, limit: int) -> list[tuple[int, float]]:
-        """The ``limit`` entries whose vectors are closest to the query's (entry id, cosine), best first."""
-        return self.nearest_later(tx, query, limit)()
+    def nearest(self, tx: Tx, query: str, limit: int, kind: Kind = ENTRIES) -> list[tuple[int, float]]:
+        """The ``limit`` entries (units) whose vectors are closest to the query's (id, cosine), best first."""
+        return self.nearest_later(tx, query, {kind: limit})()[kind]
 
-    def nearest_later(self, tx: Tx, query: str, limit: int) -> Callable[[], list[tuple[int, float]]]:
-        """:meth:`nearest`, to be called for: the vectors written since this process last read the
-        workspace's are read with the next statement sent or the commit; meanwhile (PostgreSQL: while they
-        travel) the query is embedded and compared with the vectors held, again afterwards only if there
-        were new ones."""
+    def nearest_later(self, tx: Tx, query: str, limits: Mapping[Kind, int]
+                      ) -> Callable[[], dict[Kind, list[tuple[int, float]]]]:
+        """:meth:`nearest` of each kind, to be called for: the vectors written since this process last read
+        the workspace's are read with the next statement sent or the commit; meanwhile (PostgreSQL: while they
+        travel) the query is embedded once and compared with the vectors held, again afterwards only where
+        there were new ones."""
         workspace = tx.require_workspace()
         with self._lock:
-            space = self._spaces.setdefault(workspace, _Space())
-        fresh = tx.read_later("SELECT entry_id, seq, vector FROM entry_vectors WHERE workspace_id = ? AND seq > ? "
-                              f"AND model = {_MODEL} ORDER BY seq", (workspace, space.seen, self.embedder.model_id))
+            spaces = {kind: self._spaces.setdefault((kind.table, workspace), _Space()) for kind in limits}
+        fresh = {kind: tx.read_later(f"SELECT {kind.owner} AS id, seq, vector FROM {kind.table} "
+                                     f"WHERE workspace_id = ? AND seq > ? AND model = {_MODEL} ORDER BY seq",
+                                     (workspace, space.seen, self.embedder.model_id))
+                 for kind, space in spaces.items()}
         vectors: list[np.ndarray[Any, np.dtype[np.float32]]] = []
-        early: list[tuple[int, list[tuple[int, float]]]] = []  # what was found, and after which vector
+        early: dict[Kind, tuple[int, list[tuple[int, float]]]] = {}  # what was found, and after which vector
 
-        def take_in() -> None:  # under the space's lock
+        def take_in(kind: Kind) -> None:  # under the space's lock
             # Another search may have taken in some of them since: vectors are numbered in commit order.
-            if new := [row for row in fresh.all() if row["seq"] > space.seen]:
+            space = spaces[kind]
+            if new := [row for row in fresh[kind].all() if row["seq"] > space.seen]:
                 space.add(new)
 
         def meanwhile() -> None:
             vectors.extend(self.embedder.embed([query]))
-            with space.lock:
-                if fresh.ready:  # SQLite: read already
-                    take_in()
-                early.append((space.seen, space.nearest(vectors[0], limit)))
+            for kind, space in spaces.items():
+                with space.lock:
+                    if fresh[kind].ready:  # SQLite: read already
+                        take_in(kind)
+                    early[kind] = (space.seen, space.nearest(vectors[0], limits[kind]))
 
         tx.meanwhile(meanwhile)
 
-        def found() -> list[tuple[int, float]]:
-            fresh.all()  # sent now if still queued; the meanwhile work ran once it went
-            with space.lock:
-                take_in()
-                seen, nearest = early[0]
-                return nearest if seen == space.seen else space.nearest(vectors[0], limit)
+        def found() -> dict[Kind, list[tuple[int, float]]]:
+            nearest = {}
+            for kind, space in spaces.items():
+                fresh[kind].all()  # sent now if still queued; the meanwhile work ran once it went
+                with space.lock:
+                    take_in(kind)
+                    seen, hits = early[kind]
+                    nearest[kind] = hits if seen == space.seen else space.nearest(vectors[0], limits[kind])
+            return nearest
 
         return found
