@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 
 from armarius.audit.setup import AUTHENTICATED_SINCE, initialize_audit, open_keyed
 from armarius.auth.directory import Directory
@@ -16,7 +17,7 @@ from armarius.evidence.service import EvidenceService
 from armarius.memory.embeddings import WordLlamaEmbedder
 from armarius.memory.model import MemoryLimits
 from armarius.memory.service import MemoryService
-from armarius.memory.vectors import VectorIndex
+from armarius.memory.vectors import UNITS, VectorIndex
 from armarius.repairs.service import RepairService
 from armarius.research.config import load_research_config
 from armarius.research.service import ResearchService
@@ -102,7 +103,8 @@ def open_app(settings: Settings) -> Armarius:
                           duplicate_threshold=settings.memory_duplicate_threshold)
     sessions = SessionService(database, research, evidence_dir=settings.data_dir / "evidence", limits=session_limits)
     index = VectorIndex(WordLlamaEmbedder()) if settings.memory_embeddings != "off" else None
-    evidence = EvidenceService(database, evidence_dir=settings.data_dir / "evidence", sessions=sessions, vectors=index)
+    evidence = EvidenceService(database, evidence_dir=settings.data_dir / "evidence", sessions=sessions,
+                               write_vector=None if index is None else partial(index.write, kind=UNITS))
     memory = MemoryService(database, limits, evidence=evidence, vectors=index)
     drafts = DraftService(database, memory, text_max_bytes=settings.memory_body_max_bytes,
                           approval_ttl=timedelta(seconds=settings.approval_ttl_seconds))

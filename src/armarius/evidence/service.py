@@ -43,9 +43,7 @@ from armarius.evidence.model import (
     render,
     step,
 )
-from armarius.memory import vectors
 from armarius.memory.model import check_reason, check_title
-from armarius.memory.vectors import UNITS, VectorIndex
 from armarius.sessions.service import SessionService
 from armarius.store import Database, Later, Row, Tx, UniqueViolation, iso_utc
 
@@ -64,8 +62,9 @@ class EvidenceService:
     evidence_dir: Path
     #: Whose captures ``from_capture`` reads (the session's capture files, checked against their ids).
     sessions: SessionService | None = None
-    #: Recall by meaning's vectors (None: ``memory.embeddings`` is off): an activated revision gets one.
-    vectors: VectorIndex | None = None
+    #: Writes the vector of a unit's newly active revision (unit id, revision, title, body), for recall by
+    #: meaning, in the activation's transaction: memory's, wired by the application (None: embeddings are off).
+    write_vector: Callable[[Tx, int, int, str, str], None] | None = None
     clock: Callable[[], datetime] = _now
 
     def unit_path(self, workspace: str, name: str) -> Path:
@@ -300,10 +299,8 @@ class EvidenceService:
                         "fingerprint": latest["fingerprint"], "changed": False}
             queries.index_active(tx, unit["id"], revision=revision, name=name, title=latest["title"],
                                  body=latest["body"])
-            if self.vectors is not None:
-                embedder = self.vectors.embedder
-                vectors.put(tx, [(unit["id"], revision, vectors.embedding(embedder, latest["title"], latest["body"]))],
-                            embedder.model_id, UNITS)
+            if self.write_vector is not None:
+                self.write_vector(tx, unit["id"], revision, latest["title"], latest["body"])
             queries.update_unit(tx, unit["id"], status=Status.ACTIVE.value, active_revision=revision,
                                 active_fingerprint=latest["fingerprint"], activated_by=actor.audit_name,
                                 activated_at=iso_utc(self.clock()))

@@ -134,15 +134,14 @@ class MemoryService:
         units' search by any of the words too, for when all of them find none (a small search); the entries'
         search by any of the words, when all of them found none, in a transaction of its own."""
         with self.database.transaction(workspace_id=search.actor.workspace_id) as tx:
-            by_all_words, units = search.entries(tx, [search.terms]), search.units(tx, [search.terms])
-            units_by_any_word = None if search.any_word is None else search.units(tx, search.any_word)
+            by_all_words, units = search.entries(tx, [search.terms]), search.units_by_words(tx)
         match, rows = "all", by_all_words.all()
         if not rows and search.any_word is not None:
             with self.database.transaction(workspace_id=search.actor.workspace_id) as tx:
                 by_any_word = search.entries(tx, search.any_word)
             match, rows = "any", by_any_word.all()
-        return (match if rows else "none"), _fuse([_lexical(match, rows)], search.limit), _fuse(
-            [_units_by_words(units, units_by_any_word)], search.limit)
+        return (match if rows else "none"), _fuse([_lexical(match, rows)], search.limit), _fuse([units()],
+                                                                                               search.limit)
 
     def _recall_by_meaning(self, search: _Search, query: str, *, by_words: bool
                            ) -> tuple[str, list[tuple[Row, list[str]]], list[tuple[Row, list[str]]]]:
@@ -153,9 +152,7 @@ class MemoryService:
         with self.database.transaction(workspace_id=search.actor.workspace_id) as tx:
             # The searches and the vectors this process has not read yet go together (PostgreSQL: one round trip).
             by_all_words = search.entries(tx, [search.terms]) if by_words else None
-            units, units_by_any_word = ((search.units(tx, [search.terms]),
-                                         None if search.any_word is None else search.units(tx, search.any_word))
-                                        if by_words else (None, None))
+            units = search.units_by_words(tx) if by_words else None
             # Filters apply after ranking by meaning, so rank more when they may drop some.
             filtered = search.curated_only or bool(search.tags)
             limits = {vectors.ENTRIES: search.pool * 4 if filtered else search.pool}
@@ -171,7 +168,7 @@ class MemoryService:
                                  tags=search.tags)
             ranked = _fuse([_lexical(match, rows), ("semantic", near, 1.0)], search.limit)
             shown = queries.recall_rows_later(tx, [row["id"] for row, _ in ranked], curated_only=False, tags=())
-            ranked_units = _fuse([_units_by_words(units, units_by_any_word),
+            ranked_units = _fuse([units() if units is not None else _lexical("none", []),
                                   ("semantic", _close(found.get(vectors.UNITS, [])), 1.0)], search.limit)
             unread = [row["id"] for row, _ in ranked_units if "body" not in row]
             units_read = (None if not unread or search.evidence is None
@@ -767,23 +764,27 @@ class _Search:
         return queries.search_later(tx, queries.match_expression(tx.dialect, groups), limit=self.pool,
                                     curated_only=self.curated_only, tags=self.tags, ids_only=self.ids_only)
 
-    def units(self, tx: Tx, groups: list[list[str]]) -> Later | None:
-        return None if self.evidence is None else self.evidence.search_later(self.actor, groups, limit=self.limit,
-                                                                             within=tx)
+    def units_by_words(self, tx: Tx) -> Callable[[], tuple[str, list[Row], float]]:
+        """The evidence units' searches by all the words and by any of them (a small search, sent along in case
+        the first finds none); their ranking, once read: the units holding all the words, else any."""
+        if self.evidence is None:
+            return lambda: _lexical("none", [])
+        by_all_words = self.evidence.search_later(self.actor, [self.terms], limit=self.limit, within=tx)
+        by_any_word = (None if self.any_word is None
+                       else self.evidence.search_later(self.actor, self.any_word, limit=self.limit, within=tx))
+
+        def ranking() -> tuple[str, list[Row], float]:
+            if (rows := by_all_words.all()) or by_any_word is None:
+                return _lexical("all", rows)
+            return _lexical("any", by_any_word.all())
+
+        return ranking
 
 
 def _close(scored: list[tuple[int, float]]) -> list[Row]:
     """The ids of what was found by meaning (best first), none below SEMANTIC_FLOOR (a query about nothing the
     workspace holds finds nothing)."""
     return [{"id": found} for found, score in scored if score >= SEMANTIC_FLOOR]
-
-
-def _units_by_words(by_all_words: Later | None, by_any_word: Later | None) -> tuple[str, list[Row], float]:
-    """The evidence units' ranking by words: those holding all of them, else those holding any."""
-    rows = [] if by_all_words is None else by_all_words.all()
-    if rows or by_any_word is None:
-        return _lexical("all", rows)
-    return _lexical("any", by_any_word.all())
 
 
 def _lexical(match: str, rows: list[Row]) -> tuple[str, list[Row], float]:

@@ -239,6 +239,10 @@ class VectorIndex:
         self._spaces: dict[tuple[str, int], _Space] = {}
         self._lock = threading.Lock()
 
+    def write(self, tx: Tx, owner: int, revision: int, title: str, body: str, kind: Kind = ENTRIES) -> None:
+        """Embed a text and store its vector (:func:`put`), in the caller's transaction."""
+        put(tx, [(owner, revision, embedding(self.embedder, title, body))], self.embedder.model_id, kind)
+
     def nearest(self, tx: Tx, query: str, limit: int, kind: Kind = ENTRIES) -> list[tuple[int, float]]:
         """The ``limit`` entries (units) whose vectors are closest to the query's (id, cosine), best first."""
         return self.nearest_later(tx, query, {kind: limit})()[kind]
