@@ -283,12 +283,13 @@ class MemoryService:
                 raise RuntimeError("remember(within=...) needs a transaction of the actor's workspace")
             with nullcontext(within) if within is not None else self.database.transaction(
                     workspace_id=actor.workspace_id, write=True) as tx:
-                # The new content's vector is made while the first look travels (PostgreSQL).
-                embedded = None if self.vectors is None else vectors.embedding_meanwhile(
-                    tx, self.vectors.embedder, title, body)
                 entry = queries.entry_by_slug(tx, slug, lock=True)
-                duplicates, created, now = None, None, utc_now()
+                duplicates, created, embedded, now = None, None, None, utc_now()
                 if entry is None:
+                    # The new entry's vector is made while the duplicate check runs (PostgreSQL: while it travels;
+                    # a new revision's, while its statements travel: see _embed).
+                    embedded = None if self.vectors is None else vectors.embedding_meanwhile(
+                        tx, self.vectors.embedder, title, body)
                     # Creations queue up per workspace, so the duplicate check sees a concurrent creation (its
                     # reads go with the second look, which PostgreSQL needs once the creation's turn comes).
                     looks_again = tx.serialize(_CREATE_TOPIC)
@@ -659,11 +660,18 @@ class MemoryService:
 
     def _embed(self, tx: Tx, entry_id: int, revision: int, title: str, body: str,
                embedded: Callable[[], bytes] | None = None) -> None:
-        """Store the vector of an entry's new revision (``embedded``: made already), in the transaction that
-        writes the revision."""
-        if self.vectors is not None:
-            vector = embedded() if embedded is not None else vectors.embedding(self.vectors.embedder, title, body)
-            vectors.put(tx, [(entry_id, revision, vector)], self.vectors.embedder.model_id)
+        """Store the vector of an entry's new revision, in the transaction that writes the revision: ``embedded``,
+        made already, or made while the transaction's next statements travel (PostgreSQL: the revision's, the
+        audit chain's head; at once on SQLite) and sent after them. The vectors' turn is taken now, before the
+        head, as every writer takes the two."""
+        if self.vectors is None:
+            return
+        model, embedder = self.vectors.embedder.model_id, self.vectors.embedder
+        if embedded is not None:
+            vectors.put(tx, [(entry_id, revision, embedded())], model)
+            return
+        vectors.take_turn(tx)
+        tx.meanwhile(lambda: vectors.put(tx, [(entry_id, revision, vectors.embedding(embedder, title, body))], model))
 
     def _existing(self, tx: Tx, slug: str, *, lock: bool = False) -> Entry:
         return self._found(queries.entry_by_slug(tx, slug, lock=lock), slug)

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from armarius.memory.embeddings import DIMENSIONS, Embedder, dequantize, entry_text, quantize
@@ -92,7 +93,7 @@ class Kind:
     #: The searched texts: id, revision, title and body of each.
     texts: str
 
-    @property
+    @cached_property
     def put_sql(self) -> str:
         """One vector, of the model named last, numbered after the workspace's last."""
         return (f"INSERT INTO {self.table} ({self.owner}, workspace_id, seq, revision, model, vector) "
