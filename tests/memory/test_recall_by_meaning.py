@@ -238,3 +238,23 @@ def test_reindex_resumes_after_a_kill(settings: Settings, tmp_path: Path) -> Non
         assert app.memory.recall(team.agent, "topic 5", mode="semantic")["results"]
     finally:
         app.close()
+
+
+def test_entries_created_and_updated_in_one_callers_transaction_get_their_vectors(app: Armarius, team: Team) -> None:
+    """Several writes in one transaction of a caller (as a draft's promotion or an import makes): each new entry's
+    and each new revision's vector is written with it, whichever round trip made it."""
+    with app.database.transaction(workspace_id=team.agent.workspace_id, write=True) as tx:
+        for slug, body in (("ops/db-host", "The PostgreSQL primary runs on db-7.internal."),
+                           ("ops/mail-host", "Outgoing mail leaves through smtp-2.internal.")):
+            app.memory.remember(team.agent, RememberRequest(slug, "Host", body, confirm_distinct=True,
+                                                            reason="two hosts"), within=tx)
+        app.memory.remember(team.agent, RememberRequest("team/lunch", "Lunch order",
+                                                        "The team orders pizza from Luigi on Fridays, at noon."),
+                            within=tx)
+    with OwnerSQL(app.settings) as sql:
+        rows = sql.rows("SELECT e.slug, v.revision FROM entry_vectors v JOIN entries e ON e.id = v.entry_id "
+                        "WHERE e.slug IN ('ops/db-host', 'ops/mail-host', 'team/lunch') ORDER BY e.slug")
+    assert [(slug, revision) for slug, revision in rows] == [("ops/db-host", 1), ("ops/mail-host", 1),
+                                                             ("team/lunch", 2)]
+    found = app.memory.recall(team.agent, "which machine sends our email", mode="semantic")["results"]
+    assert found[0]["slug"] == "ops/mail-host"

@@ -42,18 +42,23 @@ def embedding(embedder: Embedder, title: str, body: str) -> bytes:
 
 
 def embedding_meanwhile(tx: Tx, embedder: Embedder, title: str, body: str) -> Callable[[], bytes]:
-    """:func:`embedding`, made while the transaction works, to be called for once its next statements have
-    gone: on PostgreSQL while they travel; on SQLite in this process's embedding thread, while SQLite runs
-    the transaction's statements (without Python's lock: a remember's duplicate check takes longer than its
-    embedding, which is then hidden from its time, though not from the processor's)."""
+    """:func:`embedding`, made while the transaction works, to be called for: on PostgreSQL while its next
+    statements travel (at once when it is called for before any has gone); on SQLite in this process's
+    embedding thread, while SQLite runs the transaction's statements (without Python's lock: a remember's
+    duplicate check takes longer than its embedding, which is then hidden from its time, though not from
+    the processor's)."""
     if tx.dialect == "sqlite":
         return _embedding_thread.submit(embedder, title, body).result
     made: list[bytes] = []
-    tx.meanwhile(lambda: made.append(embedding(embedder, title, body)))
+
+    def make() -> None:
+        if not made:
+            made.append(embedding(embedder, title, body))
+
+    tx.meanwhile(make)
 
     def vector() -> bytes:
-        if not made:
-            raise RuntimeError("the embedding is made with the transaction's next statement: send one first")
+        make()  # at once if no statement has gone since
         return made[0]
 
     return vector
