@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -219,3 +221,29 @@ def test_the_http_api_offers_no_identity_action_and_agents_no_write() -> None:
     assert ("POST", "/api/workspace") in {(route.method, route.path) for route in writes}
     assert not [route.path for route in API_ROUTES if route.path.startswith(("/api/principals", "/api/tokens"))]
     assert all(Kind.AGENT not in route.callers for route in writes)
+
+
+def _patterns(schema: Any) -> list[str]:
+    """Every regular expression a JSON document's schemas publish (``pattern``, also under ``not``)."""
+    if isinstance(schema, dict):
+        own = [schema["pattern"]] if isinstance(schema.get("pattern"), str) else []
+        return own + [pattern for value in schema.values() for pattern in _patterns(value)]
+    if isinstance(schema, list):
+        return [pattern for value in schema for pattern in _patterns(value)]
+    return []
+
+
+def test_the_published_patterns_read_alike_in_every_regular_expression_engine() -> None:
+    """A client checks a request against the OpenAPI document with its own engine (JSON Schema names
+    ECMAScript's), the server with Python's: classes like \\s and \\w differ between them (Python's \\s holds
+    U+0085 and U+001C-U+001F, ECMAScript's U+FEFF), so the document spells characters out. And "not blank"
+    means what the services' str.strip() means, for every character."""
+    from armarius.web.api import openapi_document
+    from armarius.web.pages.repairs import WHITE_SPACE
+
+    patterns = _patterns(openapi_document())
+    assert patterns
+    assert not [pattern for pattern in patterns if re.search(r"\\[sSwWdDbB]", pattern)]
+    kept = re.compile(f"[^{WHITE_SPACE}]")
+    assert [code for code in range(sys.maxunicode + 1)
+            if (kept.match(chr(code)) is None) != chr(code).isspace()] == []

@@ -162,7 +162,6 @@ API_ROUTES = [
 _NULLABLE_STRING = {"type": ["string", "null"]}
 _NULLABLE_INTEGER = {"type": ["integer", "null"]}
 #: Text a database can hold: no NUL (PostgreSQL refuses it); a reason or note with a visible character.
-_VISIBLE = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
 _PAGE_CURSOR = {"type": "string", "maxLength": 500, "pattern": _NO_NUL}
 _PROPOSAL_PARAMETER = {"name": "proposal", "in": "path", "required": True,
                        "schema": {"type": "integer", "minimum": 1, "maximum": 999_999_999}}
@@ -371,8 +370,7 @@ _REVIEW_ROUTES = [
              lambda call: memory_page.revert(call.app, call.actor, call.body["slug"], call.body["reason"]),
              method="POST", callers=HUMANS,
              body={"type": "object", "required": ["slug", "reason"], "additionalProperties": False,
-                   "properties": {"slug": _SLUG, "reason": {"type": "string", "maxLength": REASON_MAX,
-                                                            "pattern": _VISIBLE}}},
+                   "properties": {"slug": _SLUG, "reason": repair_pages.text_schema(REASON_MAX)}},
              response=_CURATION, errors=(_NOT_FOUND,)),
     ApiRoute("/api/audit", "One page of the workspace's audit events, newest first, filtered, and whether its chain "
              "verifies; administrators (principals.manage) only (the twin of the page /audit).",

@@ -179,14 +179,20 @@ def continue_pending_action(view: View) -> Response:
 # Helpers -------------------------------------------------------------------------------------------
 
 
+#: The characters Python's str.strip() takes for white space, as a regular expression class's content,
+#: spelt out: engines read ``\s`` differently (Python's holds U+001C-U+001F and U+0085; ECMAScript's,
+#: which JSON Schema names, holds U+FEFF and neither of those), so a published pattern must not use it.
+WHITE_SPACE = ("\\u0009-\\u000d\\u001c-\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f"
+               "\\u205f\\u3000")
+
+
 def text_schema(max_length: int, *, not_blank: bool = True, forbidden: str = "\\u0000") -> dict[str, Any]:
     """The JSON schema of a text a service accepts: at most ``max_length`` characters, none of the ``forbidden``
     ones (a regular expression class's content; by default NUL), and with ``not_blank`` one that is not white
     space. Written so that a pattern never depends on how a regular expression engine reads ``$``."""
     schema: dict[str, Any] = {"type": "string", "maxLength": max_length, "not": {"pattern": f"[{forbidden}]"}}
     if not_blank:
-        # Not white space as Python's str.strip() sees it: its \s, which other engines read without U+001C-U+001F.
-        schema.update(minLength=1, pattern="[^\\s\\u001c-\\u001f]")
+        schema.update(minLength=1, pattern=f"[^{WHITE_SPACE}]")  # a character str.strip() keeps
     return schema
 
 
