@@ -6,6 +6,13 @@ in-process index. Prints, per size: how often the right entry is in the top 1/5/
 of the exact top 10 the two-step search also returns, and the p50 of a search (query embedding left
 out: both ways embed it alike). ``--steps`` compares other settings of the two steps.
 
+The same vectors are also searched in SQLite by the sqlite-vec extension, the vector table issue 18 asked
+to measure next to the quantized vectors in a BLOB column that Armarius keeps: a ``vec0`` table of the same
+int8 vectors, searched by its brute-force k-nearest query (L2 distance, which ranks vectors of length 1 as
+the cosine does, give or take the rounding), with its size on disk next to a table of the same vectors as
+BLOBs. It is loaded through apsw, whose SQLite may load extensions (``pip install -e '.[bench]'``).
+(PostgreSQL: Debian 12 packages no pgvector, so it is not measured.)
+
     .venv/bin/python bench/vector_search.py [--sizes 25000,100000] [--steps 64:2000,128:1000]
 """
 
@@ -14,7 +21,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from corpus import Corpus
@@ -61,6 +70,13 @@ def main() -> None:
             two = run(space, questions, exact_up_to=0)
             kept = statistics.mean(len(set(a) & set(b)) / len(a) for a, b in zip(exact["top"], two["top"], strict=True))
             show(size, f"{dimensions}:{candidates}", two, f"{kept:.1%}", len(questions))
+        in_sqlite = run_sqlite_vec(blobs[:size], questions)
+        if in_sqlite is not None:
+            kept = statistics.mean(len(set(a) & set(b)) / len(a)
+                                   for a, b in zip(exact["top"], in_sqlite["top"], strict=True))
+            show(size, "sqlite-vec", in_sqlite, f"{kept:.1%}", len(questions))
+            print(f"{'':>9}  on disk: sqlite-vec {in_sqlite['vec_mb']:.1f} MB, the same vectors as BLOBs "
+                  f"{in_sqlite['blob_mb']:.1f} MB", flush=True)
 
 
 def show(size: int, way: str, figures: dict[str, Any], agreement: str, questions: int) -> None:
@@ -79,6 +95,50 @@ def run(space: vectors._Space, questions: list[tuple[Any, int]], *, exact_up_to:
         for cut in CUTS:
             found[cut] += answer in hits[:cut]
     return {"found": found, "top": top, "p50": statistics.median(times)}
+
+
+def run_sqlite_vec(blobs: list[bytes], questions: list[tuple[Any, int]]) -> dict[str, Any] | None:
+    """The questions searched in a sqlite-vec table of ``blobs`` (None: sqlite-vec is not installed). The
+    extension is loaded through apsw and its own SQLite: the standard library's sqlite3 may be built without
+    extension loading, as this project's Python 3.11 is, which is one reason Armarius needs no extension."""
+    try:
+        import apsw
+        import sqlite_vec
+    except ImportError:
+        print("sqlite-vec or apsw is not installed: pip install -e '.[bench]'")
+        return None
+    with tempfile.TemporaryDirectory() as folder:
+        sizes = {}
+        for name, create, insert in (
+                ("vec", "CREATE VIRTUAL TABLE v USING vec0(embedding int8[256])",
+                 "INSERT INTO v (rowid, embedding) VALUES (?, vec_int8(?))"),
+                ("blob", "CREATE TABLE v (id INTEGER PRIMARY KEY, vector BLOB NOT NULL)",
+                 "INSERT INTO v VALUES (?, ?)")):
+            path = Path(folder) / f"{name}.sqlite"
+            connection = apsw.Connection(str(path))
+            connection.enable_load_extension(True)
+            connection.load_extension(sqlite_vec.loadable_path())
+            with connection:
+                connection.execute(create)
+                connection.executemany(insert, list(enumerate(blobs)))
+            sizes[name] = path.stat().st_size / 1e6
+            if name == "vec":
+                searcher = connection
+            else:
+                connection.close()
+        found, top, times = dict.fromkeys(CUTS, 0), [], []
+        for vector, answer in questions:
+            query = quantize(vector)
+            began = time.perf_counter()
+            hits = [row[0] for row in searcher.execute(
+                "SELECT rowid FROM v WHERE embedding MATCH vec_int8(?) AND k = 10 ORDER BY distance", (query,))]
+            times.append(time.perf_counter() - began)
+            top.append(hits)
+            for cut in CUTS:
+                found[cut] += answer in hits[:cut]
+        searcher.close()
+    return {"found": found, "top": top, "p50": statistics.median(times), "vec_mb": sizes["vec"],
+            "blob_mb": sizes["blob"]}
 
 
 if __name__ == "__main__":
