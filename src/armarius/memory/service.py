@@ -664,14 +664,14 @@ class MemoryService:
         made already, or made while the transaction's next statements travel (PostgreSQL: the revision's, the
         audit chain's head; at once on SQLite) and sent after them. The vectors' turn is taken now, before the
         head, as every writer takes the two."""
-        if self.vectors is None:
+        index = self.vectors
+        if index is None:
             return
-        model, embedder = self.vectors.embedder.model_id, self.vectors.embedder
         if embedded is not None:
-            vectors.put(tx, [(entry_id, revision, embedded())], model)
+            vectors.put(tx, [(entry_id, revision, embedded())], index.embedder.model_id)
             return
         vectors.take_turn(tx)
-        tx.meanwhile(lambda: vectors.put(tx, [(entry_id, revision, vectors.embedding(embedder, title, body))], model))
+        tx.meanwhile(lambda: index.write(tx, entry_id, revision, title, body))
 
     def _existing(self, tx: Tx, slug: str, *, lock: bool = False) -> Entry:
         return self._found(queries.entry_by_slug(tx, slug, lock=lock), slug)

@@ -249,9 +249,9 @@ class VectorIndex:
         """Embed a text and store its vector (:func:`put`), in the caller's transaction."""
         put(tx, [(owner, revision, embedding(self.embedder, title, body))], self.embedder.model_id, kind)
 
-    def nearest(self, tx: Tx, query: str, limit: int, kind: Kind = ENTRIES) -> list[tuple[int, float]]:
-        """The ``limit`` entries (units) whose vectors are closest to the query's (id, cosine), best first."""
-        return self.nearest_later(tx, query, {kind: limit})()[kind]
+    def nearest(self, tx: Tx, query: str, limit: int) -> list[tuple[int, float]]:
+        """The ``limit`` entries whose vectors are closest to the query's (entry id, cosine), best first."""
+        return self.nearest_later(tx, query, {ENTRIES: limit})()[ENTRIES]
 
     def nearest_later(self, tx: Tx, query: str, limits: Mapping[Kind, int]
                       ) -> Callable[[], dict[Kind, list[tuple[int, float]]]]:
