@@ -91,3 +91,16 @@ def test_the_compiled_check_answers_as_the_json_schema_validator(name: str, sche
 def test_every_request_schema_has_the_compiled_check() -> None:
     """The schemas use only keywords both validators read alike: each gets the fast path."""
     assert [name for name, schema in SCHEMAS if not Schema(schema).compiled] == []
+
+
+@pytest.mark.parametrize(("pattern", "read"), [
+    ("^[a-z]+$", "^[a-z]+\\Z"),
+    ("^(?:a|b$)$", "^(?:a|b\\Z)\\Z"),
+    ("^[$]+$", "^[$]+\\Z"),  # in a class, a dollar sign
+    ("^[^\\]$]$", "^[^\\]$]\\Z"),  # an escaped ] does not end the class
+    ("^a\\$$", "^a\\$\\Z"),  # an escaped dollar sign
+])
+def test_a_pattern_s_dollar_is_the_end_of_the_text_only(pattern: str, read: str) -> None:
+    from armarius.validation import ecmascript_ends
+
+    assert ecmascript_ends(pattern) == read

@@ -13,12 +13,13 @@ and first error make the refusal. Where the two could differ it does not answer 
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import fastjsonschema
-from jsonschema import Draft202012Validator, validators
+from jsonschema import Draft202012Validator, ValidationError, validators
 
 from armarius.errors import InvalidInput, echo
 
@@ -56,9 +57,46 @@ def check_filter(q: Any) -> str | None:
     return check_storable(q, "q").strip()
 
 
+def ecmascript_ends(pattern: str) -> str:
+    """``pattern`` with each ``$`` outside a character class made ``\\Z``: JSON Schema reads a pattern as
+    ECMAScript does, where ``$`` (without the multiline flag) is only the end of the text, and Python's
+    ``$`` also matches before a final newline (``^[a-z]+$`` took ``"alpha\\n"``)."""
+    out: list[str] = []
+    escaped = in_class = False
+    for char in pattern:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "$":
+            out.append("\\Z")
+            continue
+        out.append(char)
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=512)
+def _pattern_of(pattern: str) -> re.Pattern[str]:
+    return re.compile(ecmascript_ends(pattern))
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, _schema: Any) -> Iterator[ValidationError]:
+    """JSON Schema's ``pattern``, its ``$`` read as JSON Schema (ECMAScript) reads it."""
+    if validator.is_type(instance, "string") and not _pattern_of(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+#: JSON Schema 2020-12 as a published schema means it: the web API's bodies.
+PublishedValidator = validators.extend(Draft202012Validator, validators={"pattern": _pattern})
+
+#: The tools' requests: also, 1.0 is not an integer.
 StrictValidator = validators.extend(
-    Draft202012Validator,
-    type_checker=Draft202012Validator.TYPE_CHECKER.redefine(
+    PublishedValidator,
+    type_checker=PublishedValidator.TYPE_CHECKER.redefine(
         "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)
     ),
 )

@@ -77,9 +77,11 @@ def test_an_api_body_that_does_not_fit_is_refused(app: Armarius, visitors: Visit
     extra = person.http.post("/api/workspace", json={"workspace": "beta", "role": "admin"}, headers=headers)
     not_json = person.http.post("/api/workspace", content=b"workspace=beta", headers={
         **headers, "Content-Type": "application/x-www-form-urlencoded"})
-    for answer in (extra, not_json):
+    newline = person.http.post("/api/workspace", json={"workspace": "beta\n"}, headers=headers)
+    for answer in (extra, not_json, newline):
         assert answer.status_code == 400
         assert answer.json()["error"]["code"] == "invalid_input"
+    assert newline.json()["error"]["details"] == {"field": "workspace"}, "refused by the published pattern"
     assert person.whoami().json()["workspace"] == "alpha"
 
 

@@ -14,6 +14,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -247,3 +249,22 @@ def test_the_published_patterns_read_alike_in_every_regular_expression_engine() 
     kept = re.compile(f"[^{WHITE_SPACE}]")
     assert [code for code in range(sys.maxunicode + 1)
             if (kept.match(chr(code)) is None) != chr(code).isspace()] == []
+
+
+@given(data=st.data())
+def test_a_published_pattern_ends_where_the_text_ends(data: st.DataObject) -> None:
+    """JSON Schema reads ``$`` as ECMAScript does, the end of the text; Python's ``$`` also matches before a
+    final newline, so the server's check took "beta\\n" for the workspace pattern ^[a-z0-9]...$. Every
+    published ^...$ pattern: the server accepts exactly the texts its inside matches whole, also with a
+    newline after one that it matches."""
+    from armarius.validation import PublishedValidator, ecmascript_ends
+    from armarius.web.api import openapi_document
+
+    anchored = sorted({pattern for pattern in _patterns(openapi_document())
+                       if pattern.startswith("^") and pattern.endswith("$") and not pattern.endswith("\\$")})
+    assert len(anchored) >= 5
+    pattern = data.draw(st.sampled_from(anchored))
+    text = data.draw(st.from_regex(ecmascript_ends(pattern), fullmatch=True))
+    validator = PublishedValidator({"type": "string", "pattern": pattern})
+    for candidate in (text, text + "\n", "\n" + text):
+        assert validator.is_valid(candidate) == (re.fullmatch(pattern[1:-1], candidate) is not None)

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from jsonschema import Draft202012Validator
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -36,6 +35,7 @@ from armarius.errors import ERROR_CODES, InvalidInput, NotAllowed, Unauthenticat
 from armarius.evidence.model import BODY_MAX_BYTES as EVIDENCE_BODY_MAX_BYTES
 from armarius.memory.model import REASON_MAX
 from armarius.memory.service import RECALL_MAX, RECALL_MODES
+from armarius.validation import PublishedValidator
 from armarius.web.auth import SESSION_COOKIE, authenticate
 from armarius.web.pages import audit as audit_page
 from armarius.web.pages import drafts as drafts_page
@@ -428,7 +428,7 @@ async def _json_body(request: Request, route: ApiRoute) -> Any:
         raise InvalidInput("The body is not JSON.", field="body") from None
     except RecursionError:  # nesting deeper than the parser goes: no route takes more than a few levels
         raise InvalidInput("The body's JSON is nested too deeply.", field="body") from None
-    problem = next(iter(Draft202012Validator(route.body).iter_errors(body)), None)
+    problem = next(iter(PublishedValidator(route.body).iter_errors(body)), None)
     if problem is not None:
         where = "/".join(str(part) for part in problem.absolute_path) or "body"
         raise InvalidInput(f"The body does not fit this route: {problem.message[:200]}", field=where)
