@@ -170,6 +170,46 @@ def test_vectors_of_another_model_are_ignored_until_reindexed(app: Armarius, set
                                                  "units_with_vector": 0}
 
 
+def test_reindex_never_puts_back_the_vector_of_a_revision_replaced_meanwhile(settings: Settings) -> None:
+    """An entry whose first revision has no vector is updated while reindex starts: reindex reads what is missing
+    only once it holds the vectors' turn, so it never writes revision 1's vector over revision 2's. On
+    PostgreSQL reindex starts while the update's transaction holds the turn and waits for it (seen in
+    pg_locks); on SQLite writers take turns anyway."""
+    off = open_app(replace(settings, memory_embeddings="off"))
+    try:
+        team = make_team(off)
+        off.memory.remember(team.agent, STAGING)
+    finally:
+        off.close()
+    app = open_app(settings)
+    try:
+        workspace = team.agent.workspace_id
+        update = RememberRequest(STAGING.slug, STAGING.title, "The pre-production machine is now stage-4.",
+                                 reason="moved")
+        done: list[dict[str, int]] = []
+        with OwnerSQL(settings) as owner, app.database.transaction(workspace_id=workspace, write=True) as tx:
+            app.memory.remember(team.agent, update, within=tx)
+            tx.scalar("SELECT 1")  # what is queued (the turn among it) goes now
+            reindex = threading.Thread(target=lambda: done.append(app.memory.reindex(workspace)))
+            reindex.start()
+            if settings.database_url is not None:
+                for _ in range(2000):  # until reindex waits for the turn
+                    if owner.rows("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")[0][0]:
+                        break
+                    reindex.join(0.005)
+                else:
+                    pytest.fail("reindex never waited for the turn")
+        reindex.join(60)
+        assert done, "reindex finished"
+        # Nothing embedded: revision 2 had its vector when reindex looked (before the fix, reindex wrote revision
+        # 1's vector over it and mended that in its next batch, unless it was stopped in between).
+        assert done[0] == {"embedded": 0, "entries": 1, "with_vector": 1, "units": 0, "units_with_vector": 0}
+        with OwnerSQL(settings) as owner:
+            assert owner.rows("SELECT revision FROM entry_vectors") == [(2,)]
+    finally:
+        app.close()
+
+
 def test_a_workspace_never_finds_another_workspaces_entries_by_meaning(app: Armarius, team: Team) -> None:
     beta = make_team(app, "beta")
     app.memory.remember(beta.agent, RememberRequest("ops/beta-host", "Staging box location",

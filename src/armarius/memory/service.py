@@ -409,6 +409,9 @@ class MemoryService:
         for kind in (vectors.ENTRIES, vectors.UNITS):
             while True:
                 with self.database.transaction(workspace_id=workspace_id, write=True) as tx:
+                    # The turn first: a revision committed meanwhile, with its vector, is then read here, and
+                    # one committing later writes its vector after this batch (not the other way round).
+                    vectors.take_turn(tx)
                     rows = vectors.missing(tx, embedder.model_id, batch, kind)
                     if not rows:
                         break
