@@ -77,7 +77,7 @@ LEFT_OUT = {
     "entry_vectors": "recall by meaning, derived from the entries (an import embeds them again)",
     "vector_models": "the models the store's vectors were made by",
     "evidence_search": "a search index, derived from the units",
-    "unit_vectors": "recall by meaning, derived from the units (an import embeds them again)",
+    "unit_vectors": "recall by meaning, derived from the units (armarius memory reindex makes them from the units)",
     "session_reservations": "actions of running server processes",
     "schema_migrations": "the store's, not the workspace's",
     "audit_chains": "the store's record of which chains are signed",

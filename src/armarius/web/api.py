@@ -216,13 +216,13 @@ _HISTORY = {"type": "object", "required": ["slug", "revision", "curated_revision
         "revision": {"type": "integer"}, "title": {"type": "string"}, "author": {"type": "string"},
         "at": {"type": "string"}, "reason": _NULLABLE_STRING, "operation": _NULLABLE_STRING,
         "overrode_curated": {"type": "boolean"}, "size": {"type": "integer"}}}}}}
+_RANKED_BY = {"type": "array", "items": {"type": "string", "enum": ["lexical", "semantic"]}, "minItems": 1}
 _HIT = {"type": "object", "required": ["slug", "title", "snippet", "revision", "curated", "ranked_by"], "properties": {
     "slug": {"type": "string"}, "title": {"type": "string"}, "snippet": {"type": "string"},
-    "revision": {"type": "integer"}, "curated": {"type": "boolean"},
-    "ranked_by": {"type": "array", "items": {"type": "string", "enum": ["lexical", "semantic"]}, "minItems": 1}}}
-_EVIDENCE_HIT = {"type": "object", "required": ["unit", "title", "snippet", "revision", "kind"], "properties": {
-    "unit": {"type": "string"}, "title": {"type": "string"}, "snippet": {"type": "string"},
-    "revision": {"type": "integer"}, "kind": {"type": "string"}}}
+    "revision": {"type": "integer"}, "curated": {"type": "boolean"}, "ranked_by": _RANKED_BY}}
+_EVIDENCE_HIT = {"type": "object", "required": ["unit", "title", "snippet", "revision", "kind", "ranked_by"],
+                 "properties": {"unit": {"type": "string"}, "title": {"type": "string"}, "snippet": {"type": "string"},
+                                "revision": {"type": "integer"}, "kind": {"type": "string"}, "ranked_by": _RANKED_BY}}
 _CURATION = {"type": "object", "required": ["slug", "curated"], "properties": {
     "slug": {"type": "string"}, "revision": {"type": "integer"}, "curated": {"type": "boolean"},
     "changed": {"type": "boolean"}, "reverted_to": {"type": "integer"}, "operation": {"type": "string"}}}
