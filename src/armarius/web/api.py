@@ -28,6 +28,7 @@ from starlette.routing import Route
 
 import armarius
 from armarius.app import Armarius
+from armarius.auth.directory import NAME_PATTERN
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind
 from armarius.auth.web_sessions import WebSession, WebSessions, check_csrf
@@ -128,7 +129,7 @@ API_ROUTES = [
     ApiRoute("/api/workspace", "Switch the web session to another workspace the person belongs to "
              "(the twin of the pages' workspace switcher).", _switch_workspace, method="POST", callers=HUMANS,
              body={"type": "object", "required": ["workspace"], "additionalProperties": False,
-                   "properties": {"workspace": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]{0,63}$"}}},
+                   "properties": {"workspace": {"type": "string", "pattern": f"^{NAME_PATTERN.pattern}$"}}},
              response={"type": "object", "required": ["workspace"], "properties": {"workspace": {"type": "string"}}}),
     ApiRoute("/api/queue", "The review queue: each kind's count and oldest item, and one page of one kind "
              "(the twin of the page /).",
