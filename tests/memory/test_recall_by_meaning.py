@@ -298,3 +298,24 @@ def test_entries_created_and_updated_in_one_callers_transaction_get_their_vector
                                                              ("team/lunch", 2)]
     found = app.memory.recall(team.agent, "which machine sends our email", mode="semantic")["results"]
     assert found[0]["slug"] == "ops/mail-host"
+
+
+class _BrokenEmbedder:
+    model_id = "broken"
+
+    def embed(self, _texts: Any) -> Any:
+        raise RuntimeError("the model is broken")
+
+
+def test_a_creation_asked_for_a_judgment_never_fails_for_its_unused_vector(app: Armarius, team: Team) -> None:
+    """The new entry's vector is made while the duplicate check runs; when the check asks for a judgment
+    nothing is written, and a failure making that vector is not the caller's: its transaction goes on (both
+    engines; on PostgreSQL the vector is made in the transaction's thread, on SQLite in the embedding thread)."""
+    duplicate = RememberRequest("ops/staging-host", STAGING.title, STAGING.body)
+    app.memory.vectors = VectorIndex(_BrokenEmbedder())
+    with app.database.transaction(workspace_id=team.agent.workspace_id, write=True) as tx:
+        answer = app.memory.remember(team.agent, duplicate, within=tx)
+        assert answer["status"] == "judgment_required"
+        assert tx.scalar("SELECT count(*) FROM entries") == 4
+    with pytest.raises(RuntimeError, match="the model is broken"):  # where the vector is used, it fails
+        app.memory.remember(team.agent, RememberRequest("ops/elsewhere", "Elsewhere", "Unrelated text here."))

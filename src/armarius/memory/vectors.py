@@ -50,15 +50,21 @@ def embedding_meanwhile(tx: Tx, embedder: Embedder, title: str, body: str) -> Ca
     if tx.dialect == "sqlite":
         return _embedding_thread.submit(embedder, title, body).result
     made: list[bytes] = []
+    failed: list[Exception] = []
 
     def make() -> None:
-        if not made:
-            made.append(embedding(embedder, title, body))
+        if not made and not failed:
+            try:
+                made.append(embedding(embedder, title, body))
+            except Exception as exc:  # raised where the vector is called for, as the thread's future does
+                failed.append(exc)
 
     tx.meanwhile(make)
 
     def vector() -> bytes:
         make()  # at once if no statement has gone since
+        if failed:
+            raise failed[0]
         return made[0]
 
     return vector
