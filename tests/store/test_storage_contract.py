@@ -7,6 +7,7 @@ constraints surface as :class:`UniqueViolation`, and timestamps have one exact t
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 import threading
@@ -21,8 +22,9 @@ import pytest
 from armarius.app import Armarius, initialize, open_app
 from armarius.audit import chain as audit
 from armarius.config import Settings
-from armarius.errors import SchemaOutdated
+from armarius.errors import InvalidInput, SchemaOutdated
 from armarius.store import UniqueViolation, batches, utc_now
+from armarius.store.engine import PostgresDatabase, open_database
 from armarius.store.schema import latest_version, migrations
 from tests.helpers import OwnerSQL
 
@@ -579,3 +581,53 @@ def test_stamps_written_by_the_directory_have_the_format(app: Armarius) -> None:
     events = audit.tail(app.database, None)
     assert events
     assert all(UTC_TEXT.fullmatch(event.at) for event in events)
+
+
+# A value the driver cannot send ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["a\x00b", "a\ud800b"])
+def test_a_text_no_engine_can_hold_is_refused_before_anything_is_sent(app: Armarius, settings: Settings,
+                                                                       value: str) -> None:
+    def look_up() -> None:
+        with app.database.transaction(write=True) as tx:
+            tx.execute("INSERT INTO workspaces (name, created_at) VALUES (?, ?)", ("kept", utc_now()))
+            tx.scalar("SELECT count(*) FROM workspaces WHERE name = ?", (value,))
+
+    with pytest.raises(InvalidInput, match="NUL character or an unpaired surrogate"):
+        look_up()
+    assert names(settings) == []
+
+
+def test_a_value_the_driver_cannot_quote_leaves_the_connection_s_statements_as_they_were(settings: Settings) -> None:
+    """psycopg cannot quote a set: the statement it was for is not sent, and on PostgreSQL not taken for
+    prepared either (the next use of the same statement on the same connection runs it); a transaction that
+    goes on after the failure is refused rather than run outside any transaction."""
+    database = open_database(settings.database_url, settings.data_dir / "armarius.sqlite")
+    if settings.database_url is not None:
+        database.close()
+        database = PostgresDatabase(settings.database_url, max_connections=1)  # the same connection every time
+    statement = "SELECT CAST(? AS text) AS value"
+
+    def unquotable() -> None:
+        with database.transaction() as tx:
+            tx.scalar(statement, ({"unquotable"},))
+
+    def going_on_after_it() -> None:
+        with database.transaction() as tx:
+            with contextlib.suppress(psycopg.ProgrammingError):
+                tx.scalar(statement, ({"unquotable"},))
+            tx.scalar(statement, ("after it",))
+
+    try:
+        with pytest.raises((psycopg.ProgrammingError, sqlite3.ProgrammingError)):
+            unquotable()
+        with database.transaction() as tx:
+            assert tx.scalar(statement, ("quoted",)) == "quoted"
+        if settings.database_url is not None:
+            with pytest.raises(RuntimeError, match="can only be rolled back"):
+                going_on_after_it()
+            with database.transaction() as tx:
+                assert tx.scalar(statement, ("again",)) == "again"
+    finally:
+        database.close()

@@ -63,21 +63,25 @@ class Prepared:
         """One query string for ``statements`` (SQL in psycopg's format, parameters), in order, and the
         preparation it needs first."""
         batch, used = Batch(), set()
-        for sql, params in statements:
-            if not params:
-                batch.parts.append(sql.replace("%%", "%"))
-                continue
-            key = (sql, tuple(parameter_type(value) for value in params))
-            name = self._names.get(key)
-            if name is None:
-                name = self._names[key] = f"armarius_{next(self._numbers)}"
-                batch.preparing.append(f"PREPARE {name} ({', '.join(key[1])}) AS {numbered(sql)}")
-                batch.new.append(key)
-            else:
-                self._names.move_to_end(key)
-            used.add(key)
-            placeholders = ", ".join("%s" for _ in params)
-            batch.parts.append(self._literals.mogrify(f"EXECUTE {name}({placeholders})", params))
+        try:
+            for sql, params in statements:
+                if not params:
+                    batch.parts.append(sql.replace("%%", "%"))
+                    continue
+                key = (sql, tuple(parameter_type(value) for value in params))
+                name = self._names.get(key)
+                if name is None:
+                    name = self._names[key] = f"armarius_{next(self._numbers)}"
+                    batch.preparing.append(f"PREPARE {name} ({', '.join(key[1])}) AS {numbered(sql)}")
+                    batch.new.append(key)
+                else:
+                    self._names.move_to_end(key)
+                used.add(key)
+                placeholders = ", ".join("%s" for _ in params)
+                batch.parts.append(self._literals.mogrify(f"EXECUTE {name}({placeholders})", params))
+        except BaseException:  # a value psycopg cannot quote: nothing is sent, so nothing new is prepared
+            self.forget(batch)
+            raise
         # The least recently used go, never one this batch runs (over the bound until the next batch, if it
         # runs more than the bound).
         while len(self._names) > MAX_PREPARED and (oldest := next(iter(self._names))) not in used:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -55,6 +56,8 @@ _WAL_AUTOCHECKPOINT_PAGES = 1000
 #: Blocks of writes without waiting (SqliteDatabase.writes_without_waiting) between two checkpoints of the
 #: WAL in a thread of their own: a remember writes some 15-30 pages, so about SQLite's own interval.
 LOOP_WRITES_PER_CHECKPOINT = 64
+#: An unpaired surrogate: a str Python holds that is not Unicode text, which no driver sends.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class UniqueViolation(Exception):
@@ -156,6 +159,8 @@ class Tx:
         self._cursor = cursor
         self._queued: list[_Queued] = [_Queued(statement, setup=True) for statement in begin]
         self._sent = False
+        #: A round trip failed (PostgreSQL): the transaction is aborted, or never began if nothing was sent.
+        self._failed = False
         #: Reads a feature queued for a later step of the same transaction (see audit.prepare), by name.
         self.prepared: dict[str, Later] = {}
         self._meanwhile: list[Callable[[], object]] = []
@@ -247,6 +252,7 @@ class Tx:
     def finish(self) -> None:
         """PostgreSQL, on a clean end: send what is queued with the COMMIT, in one round trip. A transaction
         that never sent anything and has nothing but its set-up queued has nothing to commit."""
+        self._check_not_failed()
         work, self._meanwhile = self._meanwhile, []
         for step in work:
             step()
@@ -261,10 +267,20 @@ class Tx:
         self._queued.clear()
         self._meanwhile.clear()
 
+    def _check_not_failed(self) -> None:
+        """A caller that went on after a failed round trip would otherwise have its statements run outside any
+        transaction (nothing was sent: its BEGIN was lost with the rest), or its commit turned into a rollback
+        without a word (the server aborted the transaction)."""
+        if self._failed:
+            raise RuntimeError("a statement of this transaction failed: it can only be rolled back")
+
     def _prepare(self, sql: str, params: Params) -> tuple[str, Params]:
-        if any(isinstance(value, str) and "\x00" in value for value in params):
-            # PostgreSQL's text holds no NUL; refused alike on both engines, also where it is only looked up.
-            raise InvalidInput("A text with a NUL character can be neither stored nor looked up.")
+        if any(isinstance(value, str) and ("\x00" in value or (not value.isascii() and _SURROGATE.search(value)))
+               for value in params):
+            # PostgreSQL's text holds no NUL, and no engine's driver sends an unpaired surrogate (it is not
+            # Unicode); refused alike on both engines, also where it is only looked up.
+            raise InvalidInput("A text with a NUL character or an unpaired surrogate can be neither stored nor "
+                               "looked up.")
         return (_to_pyformat(sql) if self.dialect == "postgresql" else sql), params
 
     def _run(self, sql: str, params: Params) -> None:
@@ -280,12 +296,17 @@ class Tx:
         """Send the queued statements and then ``then``, together, in one round trip (see
         :mod:`armarius.store.batches`), doing the work to do meanwhile while they travel and run; the cursor
         then holds the last one's result, as after any other statement, and each queued read its rows."""
+        self._check_not_failed()
         queued, self._queued = [*self._queued, *then], []
         work, self._meanwhile = self._meanwhile, []
         cursor = self._cursor
         connection = cursor.connection
         assert isinstance(connection, _Connection)
-        failure = connection.run(cursor, [(statement.sql, statement.params) for statement in queued], work)
+        try:
+            failure = connection.run(cursor, [(statement.sql, statement.params) for statement in queued], work)
+        except BaseException:
+            self._failed = True
+            raise
         self._sent = True
         for index, statement in enumerate(queued):
             if index:
