@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sqlite3
 import threading
 import time
@@ -56,8 +55,6 @@ _WAL_AUTOCHECKPOINT_PAGES = 1000
 #: Blocks of writes without waiting (SqliteDatabase.writes_without_waiting) between two checkpoints of the
 #: WAL in a thread of their own: a remember writes some 15-30 pages, so about SQLite's own interval.
 LOOP_WRITES_PER_CHECKPOINT = 64
-#: An unpaired surrogate: a str Python holds that is not Unicode text, which no driver sends.
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class UniqueViolation(Exception):
@@ -275,12 +272,9 @@ class Tx:
             raise RuntimeError("a statement of this transaction failed: it can only be rolled back")
 
     def _prepare(self, sql: str, params: Params) -> tuple[str, Params]:
-        if any(isinstance(value, str) and ("\x00" in value or (not value.isascii() and _SURROGATE.search(value)))
-               for value in params):
-            # PostgreSQL's text holds no NUL, and no engine's driver sends an unpaired surrogate (it is not
-            # Unicode); refused alike on both engines, also where it is only looked up.
-            raise InvalidInput("A text with a NUL character or an unpaired surrogate can be neither stored nor "
-                               "looked up.")
+        if any(isinstance(value, str) and "\x00" in value for value in params):
+            # PostgreSQL's text holds no NUL; refused alike on both engines, also where it is only looked up.
+            raise InvalidInput("A text with a NUL character can be neither stored nor looked up.")
         return (_to_pyformat(sql) if self.dialect == "postgresql" else sql), params
 
     def _run(self, sql: str, params: Params) -> None:
@@ -387,6 +381,12 @@ def _storage_errors() -> Iterator[None]:
     """The engines' errors as the features see them."""
     try:
         yield
+    except UnicodeEncodeError as exc:
+        if exc.reason != "surrogates not allowed":
+            raise
+        # A str Python holds that is not Unicode text: neither driver sends it (checked here, where it costs
+        # nothing, rather than in every text of every statement).
+        raise InvalidInput("A text with an unpaired surrogate can be neither stored nor looked up.") from None
     except sqlite3.IntegrityError as exc:
         if exc.sqlite_errorname in ("SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY"):
             raise UniqueViolation(exc.sqlite_errorname) from exc
