@@ -263,6 +263,49 @@ def test_breaks_across_verify_batches_are_found(
     assert chains.verify_a()[0] == deleted - 1
 
 
+@pytest.mark.parametrize("batch", [3, 5000])
+def test_an_event_added_under_a_number_the_walk_steps_over_is_found(
+    chains: Chains, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    """A forged copy of event 3 with another actor, where a batch of the walk ends (3) or not: numbered 3.5
+    on SQLite (which stores what it is given), numbered 3 again on PostgreSQL once the owner has dropped the
+    primary key. The listings would show it as event 3; verify must not call the chain intact."""
+    monkeypatch.setattr(audit, "_VERIFY_BATCH", batch)
+    with chains.owner() as owner:
+        if chains.settings.database_url is None:
+            seq = "3.5"
+        else:
+            owner.execute("ALTER TABLE audit_events DROP CONSTRAINT audit_events_pkey")
+            seq = "3"
+        owner.execute("INSERT INTO audit_events (workspace_id, seq, at, actor, action, subject, details, prev_hash, "
+                      f"hash, key_id, mac) SELECT workspace_id, {seq}, at, 'human:mallory', 'approval.issued', "
+                      "subject, details, prev_hash, hash, key_id, mac FROM audit_events WHERE workspace_id = ? "
+                      "AND seq = 3", (chains.a,))
+    problem = only_break(chains)
+    assert problem.workspace_id == chains.a
+    assert 3 <= problem.seq <= EVENTS_IN_A
+
+
+def test_a_chain_verified_while_events_are_appended_is_intact(chains: Chains) -> None:
+    """verify reads the events, their count and the head as of one moment: an append committing meanwhile is
+    not taken for removed events (PostgreSQL; SQLite's readers always see one moment)."""
+    stop = threading.Event()
+
+    def append() -> None:
+        while not stop.is_set():
+            with chains.app.database.transaction(workspace_id=chains.a, write=True) as tx:
+                audit.append(tx, actor="agent:busy", action="test.event", subject="meanwhile")
+
+    writer = threading.Thread(target=append)
+    writer.start()
+    try:
+        verdicts = [chains.verify_a()[1] for _ in range(40)]
+    finally:
+        stop.set()
+        writer.join()
+    assert verdicts == [None] * 40
+
+
 def test_first_of_several_breaks_is_reported(chains: Chains) -> None:
     with chains.owner() as owner:
         owner.execute("UPDATE audit_events SET actor = 'x' WHERE workspace_id = ? AND seq = 5", (chains.a,))

@@ -276,29 +276,40 @@ def walk_chain(database: Database, chain: int, wanted: Collection[int] = ()) -> 
     macs = _MacCheck(chain, keyring_of(database))
     expected_seq, prev_hash = 1, GENESIS_HASH
     broken = False
-    # The first batch starts below 1, so that an event slipped in before the start is seen too.
-    lowest = _MIN_SEQ
-    with database.transaction(workspace_id=_scope(chain)) as tx:
+    # The first batch starts below 1, so that an event slipped in before the start is seen too; each next one
+    # after the last number read as stored (an odd number between two whole ones is read too).
+    after, first = _MIN_SEQ, True
+    # One snapshot (PostgreSQL): the events, their count and the head as of one moment, whatever is appended.
+    with database.transaction(workspace_id=_scope(chain), snapshot=True) as tx:
         while not broken:
             rows = tx.all(
-                "SELECT * FROM audit_events WHERE workspace_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
-                (chain, lowest, _VERIFY_BATCH),
+                f"SELECT * FROM audit_events WHERE workspace_id = ? AND seq {'>=' if first else '>'} ? ORDER BY seq "
+                "LIMIT ?", (chain, after, _VERIFY_BATCH),
             )
+            first = False
             for row in rows:
                 problem = link_problem(row, expected_seq, prev_hash)
                 if problem:
-                    walk.problems.append(ChainBreak(chain, min(expected_seq, int(row["seq"])), problem))
+                    seq = _whole(row["seq"])
+                    walk.problems.append(ChainBreak(chain, expected_seq if seq is None else min(expected_seq, seq),
+                                                    problem))
                     broken = True
                     break
                 macs.check(row)
                 if expected_seq in wanted:
                     walk.seen[expected_seq] = row["hash"]
                 expected_seq, prev_hash, walk.checked = expected_seq + 1, row["hash"], walk.checked + 1
-            lowest = expected_seq
+            if rows:
+                after = rows[-1]["seq"]
             if len(rows) < _VERIFY_BATCH:
                 break
+        stored = int(tx.scalar("SELECT count(*) FROM audit_events WHERE workspace_id = ?", (chain,)))
         head = tx.one("SELECT seq, hash FROM audit_heads WHERE workspace_id = ?", (chain,))
     walk.last_seq, walk.legacy = expected_seq - 1, macs.legacy
+    if not broken and stored != walk.checked:  # a second event under one number, which the walk steps over
+        walk.problems.append(ChainBreak(chain, max(walk.last_seq, 1), f"{stored - walk.checked} more events are "
+                                        "stored than the chain holds: they were added outside the log"))
+        broken = True
     if not broken:
         _check_head(walk, head, prev_hash)
     mac_problem = macs.result(whole_chain=not broken)
@@ -324,11 +335,20 @@ def _check_head(walk: ChainWalk, head: Mapping[str, Any] | None, last_hash: str)
                                                                  "it was replaced"))
 
 
+def _whole(seq: Any) -> int | None:
+    """An event's number as stored, if it is a whole number (SQLite stores what it is given)."""
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+
 def link_problem(row: Mapping[str, Any], expected_seq: int, prev_hash: str) -> str | None:
-    if int(row["seq"]) < expected_seq:
-        return f"event {row['seq']} lies before the start of the chain: it was added outside the log"
-    if int(row["seq"]) != expected_seq:
-        return f"event {expected_seq} is missing (next is {row['seq']})"
+    seq = _whole(row["seq"])
+    if seq is None:
+        return (f"an event numbered {str(row['seq'])[:40]!r}, not a whole number, follows event {expected_seq - 1}: "
+                "it was added outside the log")
+    if seq < expected_seq:
+        return f"event {seq} lies before the start of the chain: it was added outside the log"
+    if seq != expected_seq:
+        return f"event {expected_seq} is missing (next is {seq})"
     if row["prev_hash"] != prev_hash:
         return "prev_hash does not match the previous event: events were removed or reordered"
     recomputed = event_hash(
