@@ -427,6 +427,31 @@ def test_an_answer_that_outlived_its_lease_is_refused_once_others_used_the_budge
     assert sessions.verify(agent, session)["ok"]
 
 
+def test_an_answer_that_outlived_its_lease_is_refused_once_the_session_blocked(
+        lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its unit was given back; meanwhile the agent's invalid requests blocked the session. The answer does not
+    take the unit back into a blocked session (a running one, admitted before the block, would still count)."""
+    sessions, agent = lab.app.sessions, lab.team.agent
+    session = sessions.open(agent, "q", budget=2)["session"]
+
+    def outlived_then_blocked() -> None:
+        _outlive_the_lease(lab, session)
+        for _ in range(sessions.limits.invalid_request_limit):
+            with pytest.raises(InvalidInput):
+                sessions.query(agent, session, {"kind": "source.read"})
+
+    _run_then(lab, monkeypatch, outlived_then_blocked)
+    with pytest.raises(SessionBlocked) as refused:
+        sessions.query(agent, session, READ)
+    assert refused.value.details["reason"] == "invalid_requests"
+    shown = sessions.show(agent, session)
+    assert (shown["status"], shown["budget"]["used"], shown["evidence"]["records"]) == ("blocked", 0, 0)
+    with OwnerSQL(lab.app.settings) as sql:
+        assert sql.rows("SELECT state FROM session_reservations") == [("released",)]
+        assert sql.rows("SELECT invalid_streak FROM sessions") == [(sessions.limits.invalid_request_limit,)]
+    assert [action for _actor, action, _ in audit_actions(lab)].count("research.query") == 0
+
+
 def test_an_answer_to_a_session_closed_while_it_ran_is_refused(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     sessions, agent = lab.app.sessions, lab.team.agent
     session = sessions.open(agent, "q", budget=2)["session"]

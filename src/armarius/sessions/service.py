@@ -278,6 +278,8 @@ class SessionService:
                 # the record too). In the second case the answer still counts if the budget has room for it.
                 if row["status"] == Status.CLOSED:
                     raise refusals.closed(session_id)
+                if row["status"] == Status.BLOCKED:  # blocked meanwhile: a unit given back is not taken again
+                    raise refusals.blocked(row)
                 live = len(queries.live_reservations(tx, session_id))
                 if row["used"] + live >= row["budget"]:
                     raise refusals.exhausted(row, live)
