@@ -38,7 +38,8 @@ ZERO_WIDTH = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff"]
 characters = st.characters(exclude_categories=["Cs"], exclude_characters="\x00")
 slugs = st.lists(st.lists(st.text(ALNUM, min_size=1, max_size=8), min_size=1, max_size=3).map("-".join),
                  min_size=1, max_size=3).map("/".join)
-titles = st.text(characters, min_size=1, max_size=80).filter(lambda title: title.strip() != "")
+#: A title as a proposal may have it: not blank, no white space at its ends.
+titles = st.text(characters, min_size=1, max_size=80).filter(lambda title: title.strip() == title != "")
 texts = st.text(characters, max_size=400)
 payloads = st.fixed_dictionaries({"slug": slugs, "title": titles, "text": texts})
 

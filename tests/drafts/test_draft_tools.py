@@ -15,7 +15,7 @@ from armarius.app import Armarius
 from armarius.audit import chain
 from armarius.auth.permissions import Kind, Role
 from armarius.config import Settings
-from armarius.errors import Conflict, NotAllowed
+from armarius.errors import Conflict, InvalidInput, NotAllowed, NotFound
 from tests.helpers import OPERATOR, OwnerSQL, Team, agent_of, make_team
 
 pytestmark = pytest.mark.anyio
@@ -157,6 +157,7 @@ async def test_an_existing_draft_is_never_overwritten(app: Armarius, team: Team)
 @pytest.mark.parametrize(("arguments", "field"), [
     ({**PAYLOAD, "extra": "x"}, "arguments"),
     ({**PAYLOAD, "title": 7}, "title"),
+    ({**PAYLOAD, "title": " Launch notes"}, "title"),  # an entry's title is stored trimmed: promotion would change it
     ({**PAYLOAD, "text": None}, "text"),
     ({**PAYLOAD, "slug": "Not A Slug"}, "slug"),
     ({**PAYLOAD, "text": "x" * (64 * 1024 + 1)}, "text"),
@@ -245,6 +246,22 @@ async def test_promotion_is_human_and_recorded(app: Armarius, team: Team) -> Non
     with pytest.raises(Conflict):
         app.drafts.promote(team.human, PAYLOAD["slug"])
     assert chain.tail(app.database, team.agent.workspace_id, 1)[0].action == "draft.promoted"
+
+
+async def test_a_draft_whose_title_an_entry_cannot_keep_is_not_promoted(app: Armarius, settings: Settings,
+                                                                           team: Team) -> None:
+    """A draft written before titles with white space at their ends were refused: promoting it would store
+    another title than the one approved, so it is refused and stays a draft."""
+    async with agent_of(app, team.agent) as agent:
+        await agent("create_draft", **PAYLOAD, approval=approve(app, team), operation="op-1")
+    with OwnerSQL(settings) as owner:
+        owner.execute("UPDATE drafts SET title = ' ' || title || ' '")
+    with pytest.raises(InvalidInput) as refused:
+        app.drafts.promote(team.human, PAYLOAD["slug"])
+    assert refused.value.details == {"field": "title"}
+    assert app.drafts.draft(team.human, PAYLOAD["slug"])["promoted_revision"] is None
+    with pytest.raises(NotFound):
+        app.memory.read(team.human, PAYLOAD["slug"])
 
 
 async def test_the_token_never_leaves_its_two_moments(

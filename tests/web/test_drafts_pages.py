@@ -267,6 +267,7 @@ def test_the_api_twin_approves_with_the_csrf_header(app: Armarius, visitors: Vis
     answer = person.http.post(f"/api/drafts/proposals/{proposed['proposal']}/approve",
                               json={"fingerprint": shown["shown_fingerprint"]}, headers={"X-CSRF-Token": person.csrf()})
     assert answer.status_code == 200
+    assert answer.headers["cache-control"] == "no-store", "the token is in this answer: no cache keeps it"
     issued = answer.json()
     collected = app.drafts.proposal_status(team.agent, proposed["proposal"], proposed["collection_key"])
     assert collected["approval"] == issued["approval"]

@@ -48,6 +48,8 @@ def parse_payload(value: Any, *, text_max_bytes: int) -> DraftPayload:
     title, text = value["title"], value["text"]
     if not title.strip() or len(title) > TITLE_MAX:
         raise InvalidInput(f"A title is 1 to {TITLE_MAX} characters.", field="title")
+    if title != title.strip():  # an entry's title is stored trimmed: promotion would change what was approved
+        raise InvalidInput("A title has no white space at its start or end.", field="title")
     size = len(text.encode("utf-8", errors="surrogatepass"))
     if size > text_max_bytes:
         raise InvalidInput(f"The text is {size} bytes; the limit is {text_max_bytes}.", field="text",

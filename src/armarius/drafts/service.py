@@ -384,6 +384,9 @@ class DraftService:
             if row["promoted_revision"] is not None:
                 raise Conflict(f"Draft {echo(slug)} was promoted already (entry revision {row['promoted_revision']}).",
                                slug=slug, revision=row["promoted_revision"])
+            if row["title"] != row["title"].strip():  # a draft written before such titles were refused
+                raise InvalidInput(f"Draft {echo(slug)}'s title has white space at its start or end, which an entry's "
+                                   "title cannot keep: it is not promoted as other than approved.", field="title")
             written = self.memory.remember(actor, RememberRequest(
                 slug=slug, title=row["title"], body=row["text"], expected_revision=0, confirm_distinct=True,
                 reason=f"promoted from draft {slug}",

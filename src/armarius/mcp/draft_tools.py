@@ -14,7 +14,8 @@ from armarius.mcp.memory_tools import SLUG
 from armarius.mcp.registry import ToolSpec
 from armarius.validation import INT64_MAX
 
-_PAYLOAD = {"slug": SLUG, "title": {"type": "string"}, "text": {"type": "string", "description": "Markdown."}}
+_PAYLOAD = {"slug": SLUG, "title": {"type": "string", "description": "No white space at its start or end."},
+            "text": {"type": "string", "description": "Markdown."}}
 #: An approval token or a collection key as Armarius hands it out (47 and 43 characters): a longer one is
 #: refused as malformed, before it is looked up.
 _HANDED_OUT = {"type": "string", "maxLength": 128}

@@ -436,6 +436,9 @@ async def _json_body(request: Request, route: ApiRoute) -> Any:
     return body
 
 
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
 def api_routes(app: Armarius, sessions: WebSessions) -> list[Route]:
     def endpoint(route: ApiRoute) -> Callable[[Request], Any]:
         async def handle(request: Request) -> JSONResponse:
@@ -443,7 +446,8 @@ def api_routes(app: Armarius, sessions: WebSessions) -> list[Route]:
             body = await _json_body(request, route)
             call = ApiCall(app=app, actor=actor, path=dict(request.path_params), query=request.query_params,
                            body=body, sessions=sessions, session=session)
-            return JSONResponse(await anyio.to_thread.run_sync(route.call, call))
+            # An answer may hold what must not stay in a cache (an approval token is shown in one, once).
+            return JSONResponse(await anyio.to_thread.run_sync(route.call, call), headers=_NO_STORE)
 
         return handle
 
