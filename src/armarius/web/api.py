@@ -44,7 +44,7 @@ from armarius.web.pages import evidence as evidence_pages
 from armarius.web.pages import memory as memory_page
 from armarius.web.pages import repairs as repair_pages
 from armarius.web.pages import sessions as session_pages
-from armarius.web.pages.gate import EVERYONE, HUMANS, optional_number, whole_number
+from armarius.web.pages.gate import EVERYONE, HUMANS, NO_STORE, optional_number, whole_number
 from armarius.web.pages.queue import KINDS, queue
 
 #: The largest JSON body a route accepts: an evidence unit's largest body (1 MiB of UTF-8) even when every
@@ -436,9 +436,6 @@ async def _json_body(request: Request, route: ApiRoute) -> Any:
     return body
 
 
-_NO_STORE = {"Cache-Control": "no-store"}
-
-
 def api_routes(app: Armarius, sessions: WebSessions) -> list[Route]:
     def endpoint(route: ApiRoute) -> Callable[[Request], Any]:
         async def handle(request: Request) -> JSONResponse:
@@ -446,8 +443,7 @@ def api_routes(app: Armarius, sessions: WebSessions) -> list[Route]:
             body = await _json_body(request, route)
             call = ApiCall(app=app, actor=actor, path=dict(request.path_params), query=request.query_params,
                            body=body, sessions=sessions, session=session)
-            # An answer may hold what must not stay in a cache (an approval token is shown in one, once).
-            return JSONResponse(await anyio.to_thread.run_sync(route.call, call), headers=_NO_STORE)
+            return JSONResponse(await anyio.to_thread.run_sync(route.call, call), headers=NO_STORE)
 
         return handle
 

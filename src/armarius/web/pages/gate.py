@@ -115,8 +115,8 @@ NAVIGATION = (
 )
 _ERROR_TITLES = {400: "Invalid request", 401: "Not logged in", 403: "Not allowed", 404: "Not found",
                  409: "Changed meanwhile", 429: "Too many attempts"}
-#: Every page response: never stored by a browser or proxy (pages may show tokens once).
-PAGE_HEADERS = {"Cache-Control": "no-store"}
+#: Every page's and every API twin's answer: never stored by a browser or proxy (one may show a token, once).
+NO_STORE = {"Cache-Control": "no-store"}
 
 TEMPLATES = Environment(
     loader=PackageLoader("armarius.web", "templates"), autoescape=True, undefined=StrictUndefined,
@@ -181,7 +181,7 @@ class Web:
             "query_url": lambda **changes: query_url(request, **changes),
         }
         html = self.templates.get_template(template).render({**base, **context})
-        return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
+        return HTMLResponse(html, status_code=status, headers=NO_STORE)
 
     async def error_page_of(self, request: Request, error: ArmariusError) -> HTMLResponse:
         """The error page for a request outside the pages (an unknown address), in the person's layout if logged in."""
