@@ -1,4 +1,5 @@
-"""An approval's life after it is issued: handed over (repeatably), used, expired, superseded, issued again.
+"""An approval's life after it is issued: handed over (repeatably), used, expired, superseded, withdrawn,
+issued again.
 
 The agent side runs through the SDK's in-memory MCP client; the human side calls the service as the
 CLI does. Time moves by the service's clock, never by sleeping. Every refusal shows that nothing was
@@ -234,6 +235,63 @@ async def test_an_expiry_is_marked_once_and_drops_the_sealed_copy(app: Armarius,
         assert owner.rows("SELECT outcome, sealed_token FROM approvals ORDER BY id") == [("expired", None)] * 3
 
 
+# A human withdraws an approval by rejecting the proposal ------------------------------------------
+
+
+async def test_rejecting_an_approved_proposal_withdraws_its_approval_at_once(app: Armarius, team: Team) -> None:
+    async with agent_of(app, team.agent) as agent:
+        proposed, token = await propose_approve_collect(app, team, agent, PAYLOAD)
+        approval = stored(app, team)["approvals"][0]["id"]
+        events = len(actions(app, team))
+        rejected = app.drafts.reject(team.human, proposed["proposal"], "Wrong launch date.")
+        after_reject, withdrawal = stored(app, team), actions(app, team, since=events)
+        refused = await agent("create_draft", **PAYLOAD, approval=token, operation="op-1")
+        status = await agent("proposal_status", proposal=proposed["proposal"],
+                             collection_key=proposed["collection_key"])
+    assert rejected == {"proposal": proposed["proposal"], "status": "rejected", "withdrawn_approval": approval}
+    assert withdrawal == ["approval.withdrawn", "proposal.rejected"]
+    assert [(a["outcome"], a["sealed"]) for a in after_reject["approvals"]] == [("withdrawn", False)]
+    assert refused["error"] == "approval_expired"
+    assert {key: refused["details"][key] for key in ("approval", "proposal", "reason", "next_step")} == {
+        "approval": approval, "proposal": proposed["proposal"], "reason": "withdrawn", "next_step": "propose_draft"}
+    assert stored(app, team) == after_reject  # nothing written: no draft, the approval withdrawn as it was
+    assert (status["status"], status["note"], status["next_step"]) == ("rejected", "Wrong launch date.",
+                                                                       "propose_draft")
+    assert "approval" not in status
+    with pytest.raises(Conflict):  # a rejected proposal is not approved again
+        app.drafts.approve(team.human, proposal_id=proposed["proposal"])
+    event = next(event for event in chain.tail(app.database, team.agent.workspace_id, 100)
+                 if event.action == "proposal.rejected")
+    assert event.details == {"proposal": proposed["proposal"], "note": "Wrong launch date.",
+                             "withdrawn_approval": approval}
+
+
+async def test_a_rejection_after_the_approval_expired_withdraws_nothing(app: Armarius, team: Team) -> None:
+    proposed = app.drafts.propose(team.agent, dict(PAYLOAD))
+    app.drafts.approve(team.human, proposal_id=proposed["proposal"])
+    move_clock(app, app.drafts.approval_ttl + timedelta(seconds=1))
+    events = len(actions(app, team))
+    rejected = app.drafts.reject(team.human, proposed["proposal"])
+    assert rejected["withdrawn_approval"] is None
+    assert actions(app, team, since=events) == ["proposal.rejected", "approval.expired"]
+    assert [a["outcome"] for a in stored(app, team)["approvals"]] == ["expired"]
+
+
+@pytest.mark.parametrize("situation", ["drafted", "rejected"])
+async def test_a_drafted_or_rejected_proposal_cannot_be_rejected(app: Armarius, team: Team, situation: str) -> None:
+    async with agent_of(app, team.agent) as agent:
+        proposed, token = await propose_approve_collect(app, team, agent, PAYLOAD)
+        if situation == "drafted":
+            await agent("create_draft", **PAYLOAD, approval=token, operation="op-1")
+        else:
+            app.drafts.reject(team.human, proposed["proposal"])
+    before, events = stored(app, team), actions(app, team)
+    with pytest.raises(Conflict) as refused:
+        app.drafts.reject(team.human, proposed["proposal"], "Too late.")
+    assert refused.value.details == {"proposal": proposed["proposal"], "status": situation}
+    assert (stored(app, team), actions(app, team)) == (before, events)
+
+
 # Every refusal names a next step, and following it works --------------------------------------------
 
 Scenario = Callable[[Armarius, Team, Agent], Any]
@@ -270,6 +328,12 @@ async def _superseded(app: Armarius, team: Team, agent: Agent) -> dict[str, Any]
     app.drafts.approve(team.human, proposal_id=proposed["proposal"])
     return {"refused": await agent("create_draft", **PAYLOAD, approval=token, operation="op-1"), "want": PAYLOAD,
             "key": proposed["collection_key"]}
+
+
+async def _withdrawn(app: Armarius, team: Team, agent: Agent) -> dict[str, Any]:
+    proposed, token = await propose_approve_collect(app, team, agent, PAYLOAD)
+    app.drafts.reject(team.human, proposed["proposal"], "Reformulate it.")
+    return {"refused": await agent("create_draft", **PAYLOAD, approval=token, operation="op-1"), "want": PAYLOAD}
 
 
 async def _used(app: Armarius, team: Team, agent: Agent) -> dict[str, Any]:
@@ -319,6 +383,7 @@ async def follow(app: Armarius, team: Team, agent: Agent, situation: dict[str, A
     (_mismatch, "approval_mismatch", "propose_draft"),
     (_expired, "approval_expired", "ask_human_to_approve_again"),
     (_superseded, "approval_expired", "collect_approval"),
+    (_withdrawn, "approval_expired", "propose_draft"),
     (_used, "approval_used", "none"),
     (_operation_conflict, "operation_conflict", "new_operation_id"),
     (_missing, "approval_missing", "propose_draft"),

@@ -12,6 +12,8 @@ each creation, refusal and replay exactly once, with an intact chain.
 A second race pits a human approving a proposal again against the agent using the approval it
 collected before, at the same moment: either the draft is created and the re-approval refused
 (the proposal is drafted), or the old approval is superseded and create_draft refused; never both.
+Rejecting the proposal instead races the same way: the draft and a refused rejection, or the
+approval withdrawn and create_draft refused.
 
 A third race has a human approve a proposal again while its agent asks for it, each round with
 an approval of the workspace past its lifetime, which both transactions set out to mark expired:
@@ -247,6 +249,56 @@ def test_a_reapproval_racing_the_old_approval_never_lets_both_work(app: Armarius
         assert bool(sealed) == (outcome == "issued"), (proposal, outcome)  # a sealed copy only while live
     assert stored == expected
     assert len(drafts) == categories["created, re-approval refused"]
+    _, broken = audit.verify_chain(app.database, team.agent.workspace_id)
+    assert broken is None, broken
+
+
+def test_a_rejection_racing_the_approval_never_lets_both_work(app: Armarius, team: Team) -> None:
+    barrier = threading.Barrier(2, timeout=TIMEOUT)
+
+    def reject(proposal: int) -> Outcome:
+        barrier.wait()
+        return as_outcome(app.drafts.reject, team.human, proposal, "Withdrawn.")
+
+    def create(payload: dict[str, str], token: str, operation: str) -> Outcome:
+        barrier.wait()
+        return attempt(app, team.agent, payload, token, operation)
+
+    categories: Counter[str] = Counter()
+    expected: dict[int, list[str]] = {}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for number in range(REAPPROVAL_ROUNDS):
+            payload = payload_for("rejection", number)
+            proposed = app.drafts.propose(team.agent, payload)
+            issued = app.drafts.approve(team.human, proposal_id=proposed["proposal"])
+            token = app.drafts.proposal_status(team.agent, proposed["proposal"], proposed["collection_key"])["approval"]
+            created_future = pool.submit(create, payload, token, f"op-rejection-{number}")
+            rejected = pool.submit(reject, proposed["proposal"]).result(timeout=2 * TIMEOUT)
+            created = created_future.result(timeout=2 * TIMEOUT)
+            context = f"round {number}: create {created}, reject {rejected}"
+            assert "exception" not in created, context
+            assert "exception" not in rejected, context
+            if created.get("ok") == {"slug": payload["slug"], "draft": True, "replayed": False}:
+                assert (rejected.get("code"), rejected["details"].get("status")) == ("conflict", "drafted"), context
+                categories["created, rejection refused"] += 1
+                expected[proposed["proposal"]] = ["consumed"]
+            else:
+                assert (created.get("code"), created["details"].get("reason")) == ("approval_expired", "withdrawn"), \
+                    context
+                assert rejected.get("ok") == {"proposal": proposed["proposal"], "status": "rejected",
+                                              "withdrawn_approval": issued.approval_id}, context
+                categories["withdrawn, create_draft refused"] += 1
+                expected[proposed["proposal"]] = ["withdrawn"]
+    assert categories.total() == REAPPROVAL_ROUNDS
+    with OwnerSQL(app.settings) as sql:
+        rows = sql.rows("SELECT proposal_id, outcome FROM approvals WHERE workspace_id = ? ORDER BY id",
+                        (team.agent.workspace_id,))
+        drafts = sql.rows("SELECT slug FROM drafts WHERE workspace_id = ?", (team.agent.workspace_id,))
+    stored: dict[int, list[str]] = {}
+    for proposal, outcome in rows:
+        stored.setdefault(proposal, []).append(outcome)
+    assert stored == expected
+    assert len(drafts) == categories["created, rejection refused"]
     _, broken = audit.verify_chain(app.database, team.agent.workspace_id)
     assert broken is None, broken
 

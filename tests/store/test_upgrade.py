@@ -33,7 +33,8 @@ from armarius.auth.secrets import hash_password, new_token, token_digest
 from armarius.auth.web_sessions import WebSessions
 from armarius.canonical import canonical_json
 from armarius.config import Settings, write_settings_file
-from armarius.errors import SchemaOutdated, Unauthenticated
+from armarius.drafts.model import DraftPayload
+from armarius.errors import Conflict, SchemaOutdated, Unauthenticated
 from armarius.evidence.model import UnitFile, fingerprint, render, search_text
 from armarius.memory.embeddings import WordLlamaEmbedder, entry_text, quantize
 from armarius.memory.model import parse_links, slug_key
@@ -53,6 +54,7 @@ DEPLOY_1 = "Deploy with `make release`; the servers stand in Zürich.\n"
 DEPLOY_2 = DEPLOY_1 + "Roll back with `make rollback` — never by hand. ✓\n"
 STAGING = "Staging mirrors production; read [[ops/deploy]] before touching it.\n"
 UNIT, UNIT_BODY = "infra/database-host", "The PostgreSQL primary runs on db-7.internal, replicated to db-8.\n"
+DRAFTED, APPROVED = "notes/drafted", "notes/approved"
 #: The previous release wrote its rows at these times (the hashes cover them).
 THEN = datetime(2025, 5, 1, 9, 0, tzinfo=UTC)
 
@@ -113,6 +115,9 @@ class OldStore:
     agent_token: str
     #: (chain, seq, hash) of every event written, in order.
     events: list[tuple[int, int, str]]
+    #: Draft proposals: one whose approval made its draft, one approved with its approval still live.
+    drafted_proposal: int
+    approved_proposal: int
 
     def heads(self) -> dict[int, tuple[int, str]]:
         return {chain: (seq, digest) for chain, seq, digest in self.events}
@@ -216,8 +221,8 @@ class OldWriter:
         return entry_id
 
     def active_unit(self, alpha: int, name: str, title: str, body: str) -> None:
-        """An evidence unit a human wrote, reviewed and activated: searched by its words, with no vector (recall
-        by meaning of units came with the newest migration)."""
+        """An evidence unit a human wrote, reviewed and activated: searched by its words, with no vector (a unit
+        activated before recall by meaning of units came, in migration 19, has none until `armarius init`)."""
         with self.database.transaction(workspace_id=alpha, write=True) as tx:
             at = self.at()
             content = render(UnitFile(name=name, title=title, revision=1, provenance=(), lineage=(), body=body))
@@ -234,6 +239,45 @@ class OldWriter:
                        "VALUES (?, ?, 1, ?, ?, ?, ?)", (unit_id, alpha, name, title, body, search_text(body)))
             self.event(tx, HUMAN, "evidence.activated", name, {"unit": name, "revision": 1,
                                                                "fingerprint": fingerprint(content), "replaced": None})
+
+    def draft_proposals(self, alpha: int) -> tuple[int, int]:
+        """Two proposals of the agent's that the human approved: one whose approval made its draft, one whose
+        approval is still live (its lifetime runs past the upgrade). The proposals' ids, drafted first."""
+        ids = []
+        with self.database.transaction(workspace_id=alpha, write=True) as tx:
+            bot, ada = (int(tx.scalar("SELECT id FROM principals WHERE name = ?", (name,))) for name in ("bot", "ada"))
+            for number, (slug, used) in enumerate([(DRAFTED, True), (APPROVED, False)]):
+                content = DraftPayload(slug, f"Notes {number}", f"Old draft {number}.\n")
+                at = self.at()
+                proposal = int(tx.scalar(
+                    "INSERT INTO draft_proposals (workspace_id, slug, title, text, fingerprint, proposer_id, "
+                    "proposed_by, collection_public_key, status, decided_by, decided_at, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, 'approved', ?, ?, ?) RETURNING id",
+                    (alpha, slug, content.title, content.text, content.fingerprint, bot, AGENT, HUMAN, at, at)))
+                self.event(tx, AGENT, "draft.proposed", slug,
+                           {"proposal": proposal, "fingerprint": content.fingerprint})
+                expires = iso_utc(datetime.now(UTC) + timedelta(days=1)) if not used else self.at()
+                approval = int(tx.scalar(
+                    "INSERT INTO approvals (workspace_id, kind, token_digest, fingerprint, slug, proposal_id, "
+                    "approver_id, approved_by, issued_at, expires_at, outcome, collected_at) "
+                    "VALUES (?, 'draft', ?, ?, ?, ?, ?, ?, ?, ?, 'issued', ?) RETURNING id",
+                    (alpha, token_digest(new_token()), content.fingerprint, slug, proposal, ada, HUMAN, at, expires,
+                     at)))
+                self.event(tx, HUMAN, "approval.issued", slug, {"approval": approval, "proposal": proposal,
+                                                                 "fingerprint": content.fingerprint,
+                                                                 "expires_at": expires})
+                if used:
+                    operation = f"op_old_draft_{number}"
+                    tx.execute("UPDATE approvals SET outcome = 'consumed', used_at = ?, operation_id = ? "
+                               "WHERE workspace_id = ? AND id = ?", (at, operation, alpha, approval))
+                    tx.execute("INSERT INTO drafts (workspace_id, slug, title, text, fingerprint, approval_id, "
+                               "operation_id, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               (alpha, slug, content.title, content.text, content.fingerprint, approval, operation,
+                                AGENT, at))
+                    self.event(tx, AGENT, "draft.created", slug, {"operation": operation,
+                                                                  "fingerprint": content.fingerprint})
+                ids.append(proposal)
+        return ids[0], ids[1]
 
     def curate(self, alpha: int, entry_id: int, slug: str, revision: int) -> None:
         with self.database.transaction(workspace_id=alpha, write=True) as tx:
@@ -263,9 +307,10 @@ def make_previous_release_store(settings: Settings) -> OldStore:
         writer.curate(alpha, deploy, "ops/deploy", 2)
         writer.entry(alpha, "ops/staging", "Staging", [STAGING], ["ops"])
         writer.active_unit(alpha, UNIT, "Where the database lives", UNIT_BODY)
+        drafted, approved = writer.draft_proposals(alpha)
     finally:
         database.close()
-    return OldStore(alpha, token, writer.events)
+    return OldStore(alpha, token, writer.events, drafted, approved)
 
 
 @pytest.fixture
@@ -374,7 +419,19 @@ def test_new_writes_continue_the_old_data_and_chains(upgraded: tuple[Settings, O
             "ops/staging"]
         assert application.memory.recall(agent, "Monday")["results"][0]["slug"] == "ops/staging"
 
-        # What the newest migration added, used by the old rows: a web login of the old human.
+        # What the newest migration changed, used by the old rows: the human rejects the proposal whose approval
+        # is live, which withdraws it; the one that was drafted cannot be rejected, and its draft reads.
+        rejected = application.drafts.reject(human, old.approved_proposal, "Not any more.")
+        with pytest.raises(Conflict):
+            application.drafts.reject(human, old.drafted_proposal)
+        assert application.drafts.draft(human, DRAFTED)["text"] == "Old draft 0.\n"
+        with application.database.transaction(workspace_id=old.workspace_id) as tx:
+            approvals = tx.all("SELECT id, proposal_id, outcome FROM approvals ORDER BY id")
+        assert [(row["proposal_id"], row["outcome"]) for row in approvals] == [
+            (old.drafted_proposal, "consumed"), (old.approved_proposal, "withdrawn")]
+        assert (rejected["status"], rejected["withdrawn_approval"]) == ("rejected", approvals[1]["id"])
+
+        # What an earlier migration added, used by the old rows: a web login of the old human.
         web = WebSessions(application.database, application.directory, idle=timedelta(minutes=60),
                           lifetime=timedelta(hours=12))
         with pytest.raises(Unauthenticated):

@@ -24,6 +24,7 @@ from armarius.auth.permissions import Role
 from armarius.auth.secrets import token_digest
 from armarius.config import Settings
 from armarius.drafts.model import DraftPayload
+from armarius.errors import ApprovalExpired
 from armarius.web.pages.gate import PAGE_SIZE
 from tests.helpers import OwnerSQL, Team, make_team, tool_payload
 from tests.web.conftest import BrowserSession, docs_screenshot
@@ -252,11 +253,39 @@ def test_reject_with_a_note_and_its_twin(app: Armarius, settings: Settings, visi
     assert f"Proposal {first} was rejected." in shown.text
     assert "Say &lt;b&gt;which&lt;/b&gt; launch<mark" in shown.text
     assert "Nothing is left to decide: this proposal is rejected." in shown.text
-    assert twin.json() == {"proposal": second, "status": "rejected"}
+    assert twin.json() == {"proposal": second, "status": "rejected", "withdrawn_approval": None}
     assert (again.status_code, again.json()["error"]["code"]) == (409, "conflict")
     status = app.drafts.proposal_status(team.agent, first)
     assert (status["status"], status["note"]) == ("rejected", "Say <b>which</b> launch\u202e")
     assert state(app, settings, team, second)[0] == "rejected"
+
+
+def test_an_approval_is_withdrawn_on_the_page_and_with_its_twin(app: Armarius, settings: Settings,
+                                                                visitors: Visitors) -> None:
+    """A human who approved by mistake rejects the proposal: the page says that this withdraws the approval, and
+    the agent's token stops working at once."""
+    team = make_team(app)
+    first, second = propose(app, team), propose(app, team, "notes/other")
+    tokens = [app.drafts.approve(team.human, proposal_id=proposal) for proposal in (first, second)]
+    person = visitors.log_in_team(team)
+    page = person.http.get(f"/drafts/proposals/{first}")
+    assert "Rejecting withdraws the live approval" in page.text
+    assert "Reject and withdraw the approval</button>" in page.text
+    rejected = person.http.post(f"/drafts/proposals/{first}/reject", data={"csrf": person.csrf(), "note": "Oops."})
+    shown = person.http.get(rejected.headers["location"])
+    twin = person.http.post(f"/api/drafts/proposals/{second}/reject", json={"note": "Oops."},
+                            headers={"X-CSRF-Token": person.csrf()})
+    assert (rejected.status_code, shown.status_code) == (303, 200)
+    assert f"Proposal {first} was rejected. Its approval {tokens[0].approval_id} is withdrawn" in shown.text
+    assert twin.json() == {"proposal": second, "status": "rejected", "withdrawn_approval": tokens[1].approval_id}
+    with OwnerSQL(settings) as sql:
+        assert sql.rows("SELECT outcome FROM approvals ORDER BY id") == [("withdrawn",), ("withdrawn",)]
+    for proposal, issued in zip((first, second), tokens, strict=True):
+        shown_content = app.drafts.proposal(team.human, proposal)
+        content = {key: shown_content[key] for key in ("slug", "title", "text")}
+        with pytest.raises(ApprovalExpired) as refused:
+            app.drafts.create_draft(team.agent, content, issued.token, f"op-{proposal}")
+        assert refused.value.details["reason"] == "withdrawn"
 
 
 def test_the_api_twin_approves_with_the_csrf_header(app: Armarius, visitors: Visitors) -> None:

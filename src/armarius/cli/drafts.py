@@ -124,10 +124,12 @@ def drafts_proposals(cli: CliContext, status: str, workspace: str, principal: st
 @pass_cli
 def drafts_reject(cli: CliContext, proposal_id: int, note: str | None, workspace: str, principal: str,
                   password: str | None) -> None:
-    """Reject a proposal (the agent must reformulate)."""
+    """Reject a proposal (the agent must reformulate); an approval of it that was not used is withdrawn."""
     with acting_human(cli, workspace, principal, password) as (app, actor):
         result = app.drafts.reject(actor, proposal_id, note)
-    cli.emit(result, text=f"Proposal {proposal_id} rejected.")
+    withdrawn = result["withdrawn_approval"]
+    cli.emit(result, text=f"Proposal {proposal_id} rejected." + (
+        f" Its approval {withdrawn} is withdrawn: the token no longer works." if withdrawn is not None else ""))
 
 
 @drafts.command("list")

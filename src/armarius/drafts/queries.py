@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from armarius.store import Row, Tx
 
@@ -172,12 +172,13 @@ def expire_due_approvals(tx: Tx, now: str) -> list[Row]:
     )
 
 
-def supersede_approval(tx: Tx, approval_id: int) -> int:
-    """A human approved the same proposal again: the old token is dead and its sealed copy goes."""
+def end_approval(tx: Tx, approval_id: int, outcome: Literal["superseded", "withdrawn"]) -> int:
+    """A human approved the same proposal again (``superseded``) or rejected it (``withdrawn``): the live token
+    is dead and its sealed copy goes."""
     return tx.execute(
-        "UPDATE approvals SET outcome = 'superseded', sealed_token = NULL WHERE workspace_id = ? AND id = ? "
-        "AND outcome = 'issued'",
-        (tx.require_workspace(), approval_id),
+        "UPDATE approvals SET outcome = ?, sealed_token = NULL "
+        "WHERE workspace_id = ? AND id = ? AND outcome = 'issued'",
+        (outcome, tx.require_workspace(), approval_id),
     )
 
 

@@ -2,15 +2,16 @@
 
 ``create_draft`` runs in one transaction: the operation id is looked up (a known operation with the
 same payload replays its first result, whatever the approval field holds), the approval is checked
-(exists in this workspace, same fingerprint, live: not expired at processing time, not superseded,
-unused), the draft is inserted and the token marked used, then everything commits together. Any
+(exists in this workspace, same fingerprint, live: not expired at processing time, not superseded or
+withdrawn, unused), the draft is inserted and the token marked used, then everything commits together. Any
 failure rolls all of it back: never a used token without a draft, never a draft with a token still
 usable. A refusal is then recorded in the audit log in a transaction of its own, with its code and
 never the token.
 
-An approval of a proposal is ``issued`` (live), then ``consumed``, ``expired`` or ``superseded``
-(a human approved the same proposal again while it was unused). Until it is consumed a human may
-approve the proposal again; the agent's hand-over (``proposal_status`` with its collection key) can
+An approval of a proposal is ``issued`` (live), then ``consumed``, ``expired``, ``superseded`` (a human
+approved the same proposal again while it was unused) or ``withdrawn`` (a human rejected the proposal
+while it was unused). Until it is consumed a human may approve the proposal again, or reject it; the
+agent's hand-over (``proposal_status`` with its collection key) can
 be repeated while the approval is live, so an answer lost on the way loses nothing.
 """
 
@@ -41,6 +42,7 @@ from armarius.drafts.steps import (
     ask_again,
     check_approvable,
     check_live,
+    check_rejectable,
     draft_exists,
     proposal_state,
     status_instruction,
@@ -247,7 +249,7 @@ class DraftService:
             if previous is not None:
                 replaced_outcome = previous["outcome"]
                 if previous["outcome"] == "issued":
-                    queries.supersede_approval(tx, previous["id"])
+                    queries.end_approval(tx, previous["id"], "superseded")
                     replaced_outcome = "superseded"
                     audit.append(tx, actor=actor.audit_name, action="approval.superseded", subject=content.slug,
                                  details={"approval": previous["id"], "proposal": proposal_id})
@@ -271,18 +273,27 @@ class DraftService:
                               replaces=None if previous is None else previous["id"], replaced_outcome=replaced_outcome)
 
     def reject(self, actor: Actor, proposal_id: int, note: str | None = None) -> dict[str, Any]:
+        """Reject a proposal whose approval, if it has one, was not used: a pending one, or one a human approved
+        (by mistake, or before seeing more). Its live approval is withdrawn with it: the token is dead from the
+        commit on, and ``create_draft`` with it is refused."""
         actor.require_human(Permission.APPROVALS_ISSUE, "approve or reject a proposal")
         note = check_reason(note, "note")
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
+            at = iso_utc(self.clock())
+            expired = queries.expire_due_approvals(tx, at)
             row = self._proposal(tx, proposal_id, lock=True)
-            if row["status"] != "pending":
-                raise Conflict(f"Proposal {proposal_id} is {row['status']} already; only a pending proposal can be "
-                               "rejected.", proposal=proposal_id, status=row["status"])
-            queries.decide_proposal(tx, proposal_id, status="rejected", by=actor.audit_name,
-                                    at=iso_utc(self.clock()), note=note)
+            approval = queries.approval_of_proposal(tx, proposal_id, lock=True)
+            check_rejectable(row, approval)
+            withdrawn = None
+            if approval is not None and queries.end_approval(tx, approval["id"], "withdrawn"):
+                withdrawn = approval["id"]
+                audit.append(tx, actor=actor.audit_name, action="approval.withdrawn", subject=row["slug"],
+                             details={"approval": withdrawn, "proposal": proposal_id})
+            queries.decide_proposal(tx, proposal_id, status="rejected", by=actor.audit_name, at=at, note=note)
             audit.append(tx, actor=actor.audit_name, action="proposal.rejected", subject=row["slug"],
-                         details={"proposal": proposal_id, "note": note})
-        return {"proposal": proposal_id, "status": "rejected"}
+                         details={"proposal": proposal_id, "note": note, "withdrawn_approval": withdrawn})
+            _audit_expiries(tx, expired)
+        return {"proposal": proposal_id, "status": "rejected", "withdrawn_approval": withdrawn}
 
     # The write itself --------------------------------------------------------------------------
 

@@ -69,7 +69,7 @@ def draft_exists(slug: str) -> DraftExists:
 
 
 def check_live(row: Row, now: datetime) -> None:
-    """Refuse an approval that is used, superseded or past its lifetime, saying what works instead."""
+    """Refuse an approval that is used, superseded, withdrawn or past its lifetime, saying what works instead."""
     proposal = row["proposal_id"]
     if row["outcome"] == "consumed":
         raise ApprovalUsed(
@@ -82,6 +82,12 @@ def check_live(row: Row, now: datetime) -> None:
             f"A human approved proposal {proposal} again, which replaced this approval: it no longer works. Call "
             f"proposal_status for proposal {proposal} with your collection_key to receive the new approval.",
             approval=row["id"], proposal=proposal, reason="superseded", next_step=COLLECT)
+    if row["outcome"] == "withdrawn":
+        raise ApprovalExpired(
+            f"A human rejected proposal {proposal} after approving it, which withdrew this approval: it no longer "
+            "works. Do not create the draft; call proposal_status for the human's note, reformulate the content and "
+            "file it as a new proposal with propose_draft.",
+            approval=row["id"], proposal=proposal, reason="withdrawn", next_step=PROPOSE)
     if row["outcome"] == "expired" or datetime.fromisoformat(row["expires_at"]) <= now:
         again = ask_again(proposal) if proposal else "Ask the human for a new approval of exactly this content."
         raise ApprovalExpired(f"This approval expired at {row['expires_at']} without being used. {again}",
@@ -97,6 +103,17 @@ def check_approvable(row: Row, previous: Row | None) -> None:
     if previous is not None and previous["outcome"] == "consumed":
         raise Conflict(f"Proposal {proposal_id}'s approval was used: the draft {row['slug']!r} exists. There is "
                        "nothing left to approve.", proposal=proposal_id, status=ProposalState.DRAFTED.value)
+
+
+def check_rejectable(row: Row, approval: Row | None) -> None:
+    """A proposal may be rejected until a draft is made of it (an approval it has, if live, is withdrawn)."""
+    proposal_id = row["id"]
+    if row["status"] == "rejected":
+        raise Conflict(f"Proposal {proposal_id} is rejected already.", proposal=proposal_id, status="rejected")
+    if approval is not None and approval["outcome"] == "consumed":
+        raise Conflict(f"Proposal {proposal_id}'s approval was used: the draft {row['slug']!r} exists, and rejecting "
+                       "the proposal would not undo it.",
+                       proposal=proposal_id, status=ProposalState.DRAFTED.value)
 
 
 def status_instruction(state: ProposalState, row: Row) -> dict[str, Any]:

@@ -283,16 +283,17 @@ _REVIEW_ROUTES = [
                  "proposal": _NULLABLE_INTEGER, "replaces": _NULLABLE_INTEGER,
                  "replaced_outcome": _NULLABLE_STRING}},
              errors=(_NOT_FOUND, _CHANGED)),
-    ApiRoute("/api/drafts/proposals/{proposal}/reject", "Reject a pending draft proposal, with a note for the "
-             "proposing agent.",
+    ApiRoute("/api/drafts/proposals/{proposal}/reject", "Reject a draft proposal no draft was made of, with a note "
+             "for the proposing agent; its live approval, if any, is withdrawn (the token stops working).",
              lambda call: drafts_page.reject(call.app, call.actor, drafts_page.proposal_number(call.path["proposal"]),
                                              call.body.get("note")),
              method="POST", callers=HUMANS, parameters=(_PROPOSAL_PARAMETER,),
              body={"type": "object", "additionalProperties": False,
                    "properties": {"note": {"type": ["string", "null"], "maxLength": drafts_page.NOTE_MAX,
                                           "pattern": _NO_NUL}}},
-             response={"type": "object", "required": ["proposal", "status"], "properties": {
-                 "proposal": {"type": "integer"}, "status": {"type": "string"}}},
+             response={"type": "object", "required": ["proposal", "status", "withdrawn_approval"], "properties": {
+                 "proposal": {"type": "integer"}, "status": {"type": "string"},
+                 "withdrawn_approval": _NULLABLE_INTEGER}},
              errors=(_NOT_FOUND, _CHANGED)),
     ApiRoute("/api/needs-review", "One page of the entries whose curation an agent overrode, by slug, with the "
              "overrides (the twin of the page /needs-review).",

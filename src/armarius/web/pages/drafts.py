@@ -97,7 +97,8 @@ def issued_view(issued: IssuedApproval) -> dict[str, Any]:
 
 
 def reject(app: Armarius, actor: Actor, proposal_id: int, note: Any) -> dict[str, Any]:
-    """Reject a pending proposal, with an optional note for the proposing agent (what to change)."""
+    """Reject a proposal no draft was made of (its live approval, if any, is withdrawn), with an optional note
+    for the proposing agent (what to change)."""
     return app.drafts.reject(actor, proposal_id, text(note, "note", NOTE_MAX).strip() or None)
 
 
@@ -120,7 +121,7 @@ def proposal_page(view: View) -> Response:
     shown = proposal(view.app, view.actor, view.path_int("proposal"))
     return view.render("draft_proposal.html", title=f"Draft proposal {shown['proposal']}", proposal=shown,
                        approvable=shown["status"] in _APPROVABLE,
-                       rejectable=shown["status"] == ProposalState.PENDING.value,
+                       rejectable=shown["status"] in _APPROVABLE,
                        may_decide=view.actor.can(Permission.APPROVALS_ISSUE))
 
 
@@ -135,9 +136,10 @@ def approve_action(view: View) -> Response:
 
 def reject_action(view: View) -> Response:
     proposal_id = view.path_int("proposal")
-    reject(view.app, view.actor, proposal_id, view.form.get("note"))
-    return view.redirect(f"/drafts/proposals/{proposal_id}", flash=f"Proposal {proposal_id} was rejected.",
-                         kind="success")
+    withdrawn = reject(view.app, view.actor, proposal_id, view.form.get("note"))["withdrawn_approval"]
+    flash = f"Proposal {proposal_id} was rejected." + (
+        f" Its approval {withdrawn} is withdrawn: the token no longer works." if withdrawn is not None else "")
+    return view.redirect(f"/drafts/proposals/{proposal_id}", flash=flash, kind="success")
 
 
 def _markers(text: str) -> int:
