@@ -1,9 +1,10 @@
 """What you see is what you sign: text shown to a reviewer with nothing hidden.
 
-Control, format (zero-width, bidirectional), separator and other invisible characters, unusual
-spaces, compatibility forms (fullwidth letters, ligatures) and letters from another script inside
-a Latin word are replaced by a visible marker naming the code point, e.g. ``⟦U+202E RIGHT-TO-LEFT
-OVERRIDE⟧``. Line feeds stay line feeds; a carriage return and a tab are marked too.
+Control, format (zero-width, bidirectional), separator and other invisible characters, letters
+that show as blank space (the Hangul fillers), unusual spaces, compatibility forms (fullwidth
+letters, ligatures) and letters from another script inside a Latin word are replaced by a visible
+marker naming the code point, e.g. ``⟦U+202E RIGHT-TO-LEFT OVERRIDE⟧``. Line feeds stay line
+feeds; a carriage return and a tab are marked too.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ import unicodedata
 
 _WORD = re.compile(r"\w+")
 _INVISIBLE_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Mn", "Me"}
+#: Characters that show as blank space although Unicode classes them as letters or symbols, so that no
+#: category marks them: the Hangul fillers (U+115F, U+1160, U+3164, U+FFA0, default-ignorable) and the
+#: blank braille pattern (U+2800).
+BLANK_LOOKALIKES = frozenset("\u115f\u1160\u3164\uffa0\u2800")
 
 
 _CONTROL_NAMES = {"\t": "CHARACTER TABULATION", "\r": "CARRIAGE RETURN", "\x00": "NULL", "\x1b": "ESCAPE",
@@ -36,7 +41,7 @@ def _needs_marking(char: str) -> bool:
     if char == " ":
         return False
     category = unicodedata.category(char)
-    if category in _INVISIBLE_CATEGORIES or category == "Zs":
+    if category in _INVISIBLE_CATEGORIES or category == "Zs" or char in BLANK_LOOKALIKES:
         return True
     # Fullwidth letters, ligatures, superscripts: they render like other characters.
     return unicodedata.normalize("NFKC", char) != char

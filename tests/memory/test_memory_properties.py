@@ -290,16 +290,23 @@ def test_recall_finds_a_word_among_arbitrary_noise(app: Armarius, corpus: Team, 
     assert UNIQUE_WORDS[word] in {result["slug"] for result in answer["results"]}, answer
 
 
+#: Characters that show as nothing though no category above says so: the Hangul fillers, the blank braille
+#: pattern, the combining grapheme joiner and the Khmer inherent vowels.
+BLANK_OR_IGNORED = frozenset("\u115f\u1160\u3164\uffa0\u2800\u034f\u17b4\u17b5")
+
+
 @ON_ENGINES
 @given(title=st.text(min_size=1, max_size=60), body=st.text(max_size=300))
 @example(title="x", body="a\x00b")
 @example(title="a\u202eb", body="x")
+@example(title="\u3164\u3164\u3164", body="x")
 @example(title="ok", body="\r\n\t 🦀 \u200f שלום \ufeff")
 def test_remember_round_trips_arbitrary_text_or_refuses_it(app: Armarius, corpus: Team, title: str,
                                                            body: str) -> None:
     slug = f"any/{abs(hash((title, body))) % 10**12}"
     request = RememberRequest(slug=slug, title=title, body=body, confirm_distinct=True, reason="arbitrary text")
-    invisible = any(unicodedata.category(char) in {"Cc", "Cf", "Zl", "Zp"} for char in title)
+    invisible = any(unicodedata.category(char) in {"Cc", "Cf", "Zl", "Zp"} or char in BLANK_OR_IGNORED
+                    for char in title)
     refused_field = "title" if not title.strip() or invisible else "body" if "\x00" in body else None
     if refused_field:
         with pytest.raises(InvalidInput) as refused:

@@ -1,9 +1,11 @@
 """Text no engine can store (a NUL, PostgreSQL's text cannot hold one; an unpaired surrogate, not Unicode)
 is refused as ``invalid_input`` naming the field, wherever a caller's text is written, on both engines,
-and nothing changes. A presented secret or fingerprint that is not even ASCII simply does not match."""
+and nothing changes; so is a title that hides characters. A presented secret or fingerprint that is not
+even ASCII simply does not match."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from armarius.audit import chain
 from armarius.auth.secrets import digests_match
 from armarius.errors import InvalidInput
 from armarius.memory.service import RememberRequest
+from armarius.web.pages.evidence import _TITLE as EVIDENCE_TITLE
 from tests.helpers import Team, make_team
 
 UNSTORABLE = ["a\x00b", "a\ud800b"]
@@ -49,6 +52,28 @@ def test_unstorable_text_is_refused_in_every_written_field(app: Armarius, team: 
         assert refused.value.details["field"] == field
     with pytest.raises(InvalidInput):
         app.sessions.close(team.human, session, text)
+    assert state(app, team) == before
+
+
+#: Characters that show as nothing although Unicode classes them as letters, symbols or marks.
+BLANK_OR_IGNORED = ["\u115f", "\u1160", "\u3164", "\uffa0", "\u2800", "\u034f", "\u17b4", "\u17b5"]
+
+
+@pytest.mark.parametrize("char", BLANK_OR_IGNORED, ids=lambda char: f"U+{ord(char):04X}")
+def test_a_title_that_hides_characters_is_refused_everywhere_a_title_is_written(app: Armarius, team: Team,
+                                                                                  char: str) -> None:
+    """A title alone, or a word of one, made of characters that show as nothing is refused as an entry's and an
+    evidence unit's title, and the web API's published title pattern refuses it too; nothing is written."""
+    app.memory.remember(team.agent, RememberRequest("ops/host", "Host", "On alpha-7."))
+    before = state(app, team)
+    for title in (char * 3, f"Staging{char}host"):
+        with pytest.raises(InvalidInput) as refused:
+            app.memory.remember(team.agent, RememberRequest("ops/new", title, "A body."))
+        assert refused.value.details["field"] == "title"
+        with pytest.raises(InvalidInput) as refused:
+            app.evidence.create(team.human, "infra/host", title, "A body.\n")
+        assert refused.value.details["field"] == "title"
+        assert re.search(EVIDENCE_TITLE["not"]["pattern"], title), "the published pattern refuses it too"
     assert state(app, team) == before
 
 

@@ -25,6 +25,16 @@ def test_reveal_marks_real_characters_and_escapes_the_rest() -> None:
     assert reveal_html(mixed_word).count('<mark class="reveal">') == 1, "one Cyrillic letter in a Latin word"
 
 
+def test_reveal_marks_letters_that_show_as_blank_space() -> None:
+    """The Hangul fillers and the blank braille pattern are letters and symbols to Unicode, yet show as
+    nothing: a reviewer sees each as a marker, also where no Latin word is around them."""
+    blank = "\u115f\u1160\u3164\uffa0\u2800"
+    assert reveal(f"Ask ops. {blank} Done.") == (
+        "Ask ops. ⟦U+115F HANGUL CHOSEONG FILLER⟧⟦U+1160 HANGUL JUNGSEONG FILLER⟧⟦U+3164 HANGUL FILLER⟧"
+        "⟦U+FFA0 HALFWIDTH HANGUL FILLER⟧⟦U+2800 BRAILLE PATTERN BLANK⟧ Done.")
+    assert reveal("한국어 ⠁") == "한국어 ⠁", "Hangul syllables and braille that shows stay as they are"
+
+
 def test_diff_between_two_texts_and_of_a_diff_text() -> None:
     between = diff_html("one\ntwo\n", "one\n<b>2</b>\u200b\n")
     assert between.startswith('<pre class="diff"><span class="meta">--- before</span>')

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from armarius.errors import InvalidInput
+from armarius.textview import BLANK_LOOKALIKES
 from armarius.validation import check_storable
 
 SLUG_SEGMENT = r"[a-z0-9]+(?:-[a-z0-9]+)*"
@@ -79,12 +80,25 @@ def check_slug(slug: Any, field: str = "slug") -> str:
     return slug
 
 
+#: Default-ignorable marks that change nothing a reader sees (the combining grapheme joiner, the Khmer
+#: inherent vowels), which a title may not hold next to the categories below and textview.BLANK_LOOKALIKES.
+_IGNORABLE_MARKS = frozenset("\u034f\u17b4\u17b5")
+
+
+def invisible_in_title(char: str) -> bool:
+    """Whether a title may not hold ``char``: a control, formatting (zero-width, bidirectional) or line
+    separating character, a letter that shows as blank space, or a mark that shows as nothing. The web API
+    publishes the same set in its titles' pattern."""
+    return (unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") or char in BLANK_LOOKALIKES
+            or char in _IGNORABLE_MARKS)
+
+
 def check_title(title: Any) -> str:
     if not isinstance(title, str) or not title.strip() or len(title) > TITLE_MAX:
         raise InvalidInput(f"A title is 1 to {TITLE_MAX} characters.", field="title")
-    if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in title):
-        raise InvalidInput("A title is one line without control or invisible formatting characters.",
-                           field="title")
+    if any(map(invisible_in_title, title)):
+        raise InvalidInput("A title is one line without control or invisible characters (zero-width, "
+                           "bidirectional, or letters that show as blank space).", field="title")
     return title.strip()
 
 

@@ -16,7 +16,6 @@ textarea's line breaks as CRLF; the page turns them back into LF, as the body wa
 from __future__ import annotations
 
 import sys
-import unicodedata
 from typing import Any
 
 from starlette.responses import Response
@@ -27,7 +26,7 @@ from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
 from armarius.evidence.model import BODY_MAX_BYTES
 from armarius.evidence.model import Status as UnitStatus
-from armarius.memory.model import REASON_MAX, SLUG_MAX, SLUG_PATTERN, TITLE_MAX
+from armarius.memory.model import REASON_MAX, SLUG_MAX, SLUG_PATTERN, TITLE_MAX, invisible_in_title
 from armarius.web.pages.gate import HUMANS, PAGE_SIZE, View, Web, body_int, optional_number, whole_number
 from armarius.web.pages.repairs import ID_MAX, text_schema
 
@@ -165,13 +164,13 @@ _REASON = text_schema(REASON_MAX, not_blank=False)
 
 
 def _forbidden_in_title() -> str:
-    """The characters a title may not hold (control and invisible formatting characters: categories Cc, Cf,
-    Zl and Zp), as a regular expression class's ranges: BMP characters escaped as ``\\uXXXX``, which every
+    """The characters a title may not hold (:func:`armarius.memory.model.invisible_in_title`), as a regular
+    expression class's ranges: BMP characters escaped as ``\\uXXXX``, which every
     engine reads alike, the others as themselves. (A lone surrogate, which no engine's class may name, never
     reaches a title: JSON text that holds one is refused as a title by the service.)"""
     ranges: list[tuple[int, int]] = []
     for code in range(sys.maxunicode + 1):
-        if unicodedata.category(chr(code)) in ("Cc", "Cf", "Zl", "Zp"):
+        if invisible_in_title(chr(code)):
             if ranges and ranges[-1][1] == code - 1:
                 ranges[-1] = (ranges[-1][0], code)
             else:
