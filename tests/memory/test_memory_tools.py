@@ -11,6 +11,7 @@ from armarius.audit import chain
 from armarius.auth.permissions import Kind, Role
 from armarius.errors import Conflict, NotAllowed, NotFound, ReasonRequired
 from armarius.mcp.server import ALL_TOOLS
+from armarius.memory.service import RememberRequest
 from tests.helpers import Team, agent_of, make_team
 
 pytestmark = pytest.mark.anyio
@@ -147,6 +148,24 @@ async def test_possible_duplicates_need_a_judgment(app: Armarius, team: Team) ->
     assert unrelated["status"] == "written"
     created = [e for e in chain.tail(app.database, team.agent.workspace_id, 10) if e.subject == "infra/stage"]
     assert created[0].details["confirmed_distinct"] == "this one is about the infrastructure view"
+
+
+@pytest.mark.parametrize(("title", "body"), [
+    ("Staging host", "Staging runs on host alpha-7, port 8443."),
+    ("DB", "Postgres is db-7."),
+    ("On call", "Ask Kim."),
+])
+async def test_a_copy_of_a_short_entry_is_a_possible_duplicate(app: Armarius, team: Team, title: str,
+                                                               body: str) -> None:
+    """An entry too short for two words of six letters is still found when its content comes again under
+    another slug; nothing is written."""
+    app.memory.remember(team.agent, RememberRequest("ops/card", title, body))
+    app.memory.remember(team.agent, RememberRequest("ops/other", "Lunch menu", "Soup on Mondays, fish on Fridays."))
+    before = state(app, team)
+    copied = app.memory.remember(team.agent, RememberRequest("copy/card-again", title, body))
+    assert (copied["code"], [hit["slug"] for hit in copied["candidates"]]) == ("possible_duplicate", ["ops/card"])
+    assert copied["candidates"][0]["score"] == 1.0
+    assert state(app, team) == before
 
 
 async def test_recall_ranks_filters_and_never_parses_syntax(app: Armarius, team: Team) -> None:

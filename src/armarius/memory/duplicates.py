@@ -1,7 +1,8 @@
 """Is a new entry the same knowledge as an existing one?
 
 Candidates come from one full-text query, an OR of small AND-groups of distinctive words (the
-title's longest words; the body's longest words in threes; only words of six letters or more), so
+title's longest words; the body's longest words in threes; only words of six letters or more; an
+entry too short for a group of two such words: its three longest words of two letters or more), so
 the engine reads only short posting lists and ranks only the few entries that share several
 distinctive words: long words are rarely common ones, and a common word's posting list would
 cost as much as the whole search. Entries whose
@@ -22,6 +23,8 @@ from armarius.store import Tx
 
 _CANDIDATES = 8
 _TITLE_GROUP, _DISTINCTIVE_LENGTH = 3, 6
+#: A short entry with fewer than two distinctive words is searched by its longest words of this length or more.
+_SHORT_ENTRY_LENGTH = 2
 _BODY_GROUPS, _GROUP_SIZE = 3, 3
 _TITLE_WEIGHT, _BODY_WEIGHT = 0.4, 0.6
 _SLUG_MATCH_SCORE = 0.95
@@ -82,11 +85,15 @@ def _search_groups(title_words: list[str], body_words: list[str], threshold: flo
     title_group = _distinctive(title_words)[:_TITLE_GROUP]
     if (count < _BODY_GROUPS or threshold <= _TITLE_WEIGHT) and len(title_group) >= 2:
         groups.append(title_group)
+    if not groups:  # a short entry, whose copy would otherwise never be a candidate: its longest words
+        shortest = _distinctive(body_words + title_words, _SHORT_ENTRY_LENGTH)[:_GROUP_SIZE]
+        if len(shortest) >= 2:
+            groups.append(shortest)
     return groups
 
 
-def _distinctive(text_words: list[str]) -> list[str]:
-    unique = dict.fromkeys(word for word in text_words if len(word) >= _DISTINCTIVE_LENGTH)
+def _distinctive(text_words: list[str], length: int = _DISTINCTIVE_LENGTH) -> list[str]:
+    unique = dict.fromkeys(word for word in text_words if len(word) >= length)
     return sorted(unique, key=len, reverse=True)
 
 
