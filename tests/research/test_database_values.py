@@ -32,6 +32,7 @@ from tests.research.conftest import open_world_service
 from tests.research.repos import write_config
 from tests.research.session_path import SessionPath
 from tests.research.test_database_hostile import assert_world_intact, captures, driver_of, outcome
+from tests.research.test_database_identifiers import scratch_database
 from tests.research.world import BROADCAST_TEXTS, CREATURES, WorldServer, owner_rows
 
 ROWS = {row["id"]: row for row in BROADCAST_TEXTS}
@@ -381,6 +382,27 @@ def test_postgresql_in_latin1_refuses_what_it_cannot_hold_as_input(latin1_postgr
     assert captures(latin1_postgres) != []
 
 
+UNICODE_DIGITS = [
+    pytest.param("chance", "eq", "\uff11\uff12.\uff15", id="decimal-fullwidth"),  # Decimal reads it as 12.5
+    pytest.param("chance", "lt", "1\u0662.5", id="decimal-arabic-indic"),
+    pytest.param("chance", "eq", "12.5e\uff10", id="decimal-fullwidth-exponent"),
+    pytest.param("ratio", "eq", "\uff11.5", id="float-fullwidth"),
+    pytest.param("created_at", "eq", "\uff12\uff10\uff12\uff14-01-02", id="datetime-fullwidth"),
+    pytest.param("created_at", "lt", "2024-01-02T12:30:4\u0665", id="datetime-arabic-indic"),
+]
+
+
+@pytest.mark.parametrize(("column", "op", "value"), UNICODE_DIGITS)
+def test_digits_other_than_ascii_are_refused_on_every_engine(texts: ResearchService, column: str, op: str,
+                                                             value: str) -> None:
+    """Decimal reads fullwidth digits, SQLite would be given the text as written: refused everywhere alike,
+    never a false absence on one engine and an answer on another."""
+    table = "creature_template" if column == "created_at" else "broadcast_text"
+    request = {"kind": "database.count", "table": table, "filters": [{"column": column, "op": op, "value": value}]}
+    assert refused(texts, request) == {"field": "filters.0.value"}
+    assert captures(texts) == []
+
+
 # --- 4. the operator as seed 003 spells it (issue 9 item 13) -------------------------------------------------
 
 SEED_QUERY = ('{"kind":"database.rows","table":"creature_template","columns":["entry","name"],"filters":[{"column":'
@@ -424,3 +446,77 @@ def test_the_cli_runs_the_seeds_example(world_server: WorldServer, tmp_path: Pat
     printed = run.json("research", "query", "--config", str(config), "--query", str(path))
     assert printed["result"]["rows"] == []
     assert printed["result"]["complete_filtered_rows"] is True
+
+
+# --- 5. values whose type the answer does not know on its own ------------------------------------------------
+
+POSTGRES_ARRAYS = [
+    "CREATE TABLE arrays (id int PRIMARY KEY, nums numeric[], days date[], moments timestamptz[], floats float8[], "
+    "blobs bytea[], grid numeric[][], doc json, tree jsonb)",
+    "SET TIME ZONE 'UTC'",
+    "INSERT INTO arrays VALUES (1, '{12345678901234567890.12,NULL,-0.5}', '{2024-01-31,1999-12-31}', "
+    "'{2024-01-31 12:30:00+00}', '{NaN,Infinity,-Infinity,1.5}', '{\\\\x00ff}', '{{1.10,2},{3,4}}', "
+    "'{\"big\": 1e400, \"list\": [1, 2.5]}', '{\"d\": 1.50, \"n\": null}')",
+]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("world_server", ["sqlite"], indirect=True)  # the world itself is not used here
+def test_postgresql_arrays_come_back_element_by_element_as_scalars_do(tmp_path: Path) -> None:
+    """Each element as the same value alone would be: exact decimals, ISO dates, NaN and infinities as text,
+    bytes as base64; the whole array (or document) as canonical JSON text."""
+    with scratch_database("postgresql", tmp_path, POSTGRES_ARRAYS, ["arrays"]) as service:
+        answer = service.query({"kind": "database.rows", "table": "arrays"})["result"]
+    assert [json.loads(cell) for cell in answer["rows"][0][1:]] == [
+        ["12345678901234567890.12", None, "-0.5"], ["2024-01-31", "1999-12-31"], ["2024-01-31T12:30:00+00:00"],
+        ["nan", "inf", "-inf", 1.5], [{"base64": "AP8=", "bytes": 2}], [["1.10", "2"], ["3", "4"]],
+        {"big": "inf", "list": [1, 2.5]}, {"d": 1.5, "n": None}]
+    assert answer["complete_filtered_rows"] is True
+
+
+@pytest.fixture
+def sqlite_scratch(tmp_path: Path) -> Iterator[ResearchService]:
+    """Text SQLite kept that is not UTF-8, and columns of types no affinity rule of SQLite names."""
+    statements = [
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)",
+        "INSERT INTO notes VALUES (1, 'fine'), (2, CAST(X'C3' AS TEXT)), (3, CAST(X'41C328' AS TEXT)), "
+        "(4, CAST(X'" + "41" * 30 + "FF' AS TEXT))",
+        "CREATE TABLE typed (id INTEGER PRIMARY KEY, ref UUID, meta JSON, price NUMERIC, exact DECIMAL(10,2))",
+        "INSERT INTO typed VALUES (1, '0b6d1c1e-7f0e-4a43-9f5a-8ad0e1e0a001', '{\"k\":\"v\"}', 1.5, 2.25), "
+        "(2, '0b6d1c1e-7f0e-4a43-9f5a-8ad0e1e0a002', '[1]', 7, 8)",
+    ]
+    with scratch_database("sqlite", tmp_path, statements, ["notes", "typed"], max_value_length=16) as service:
+        yield service
+
+
+@pytest.mark.parametrize("world_server", ["sqlite"], indirect=True)  # the world itself is not used here
+def test_sqlite_text_that_is_not_utf8_is_shown_and_marked_not_a_failure(sqlite_scratch: ResearchService) -> None:
+    """One stored value must not fail every page that holds it (research_unavailable blocks the session)."""
+    answer = sqlite_scratch.query({"kind": "database.rows", "table": "notes"})["result"]
+    assert answer["rows"] == [
+        [1, "fine"], [2, {"text": "\ufffd", "not_utf8": True}], [3, {"text": "A\ufffd(", "not_utf8": True}],
+        [4, {"text": "A" * 16, "chars": 31, "truncated": True, "not_utf8": True}]]
+    assert (answer["truncated_values"], answer["complete_filtered_rows"]) == (1, True)
+    only = sqlite_scratch.query({"kind": "database.rows", "table": "notes", "columns": ["body"],
+                                 "filters": [{"column": "id", "op": "eq", "value": 2}]})["result"]
+    assert only["rows"] == [[{"text": "\ufffd", "not_utf8": True}]]
+
+
+@pytest.mark.parametrize("world_server", ["sqlite"], indirect=True)  # the world itself is not used here
+def test_a_sqlite_type_no_affinity_rule_names_is_of_no_kind_not_a_decimal(sqlite_scratch: ResearchService) -> None:
+    schema = sqlite_scratch.query({"kind": "database.schema", "table": "typed"})["result"]
+    assert {column["name"]: column["kind"] for column in schema["columns"]} == {
+        "id": "integer", "ref": "other", "meta": "other", "price": "decimal", "exact": "decimal"}
+
+    def ids(*filters: dict[str, Any]) -> list[int]:
+        answer = sqlite_scratch.query({"kind": "database.rows", "table": "typed", "columns": ["id"],
+                                       "filters": list(filters)})["result"]
+        return [row[0] for row in answer["rows"]]
+
+    assert ids({"column": "ref", "op": "eq", "value": "0b6d1c1e-7f0e-4a43-9f5a-8ad0e1e0a002"}) == [2]
+    assert ids({"column": "meta", "op": "in", "value": ["[1]", "x"]}) == [2]
+    assert ids({"column": "price", "op": "lt", "value": "2"}) == [1]  # NUMERIC and DECIMAL stay decimal
+    assert ids({"column": "exact", "op": "ge", "value": 8}) == [2]
+    ordered = sqlite_scratch.query({"kind": "database.rows", "table": "typed", "columns": ["id"],
+                                    "order_by": [{"column": "ref", "direction": "desc"}]})["result"]
+    assert [row[0] for row in ordered["rows"]] == [2, 1]  # SQLite orders values of any type

@@ -3,9 +3,10 @@
 An agent names a configured database, an allowlisted table, columns, filters (``eq ne lt le gt ge
 contains in``, spelled ``op`` or ``operator``, joined by AND) and an order; nothing else. Table and
 column names are checked against the server's own catalogue (cached for ``schema_cache_seconds``)
-and the operator's allowlists, then quoted; every value is a bound parameter, converted to the
-column's kind first. ``contains`` escapes ``%``, ``_`` and the escape character itself. One
-``SELECT`` per call.
+and the operator's allowlists, then quoted; the catalogue's own names pass the same IDENTIFIER check
+(a column no agent could name is left out, never quoted into a statement); every value is a bound
+parameter, converted to the column's kind first. ``contains`` escapes ``%``, ``_`` and the escape
+character itself. One ``SELECT`` per call.
 
 The request's values are the caller's business, never a provider failure: a value that would
 overflow an engine or driver is refused as ``invalid_input`` before any statement runs, and text
@@ -15,8 +16,9 @@ or every row with a value (``ne``) instead of failing on the server.
 Answers say what they cover: ``complete_filtered_rows`` is true only for the whole predicate read
 from offset 0 with no further page, and only then is an empty answer evidence of absence (within
 this snapshot and predicate). Values come back as JSON: DECIMAL as exact strings, dates and times
-in ISO 8601, bytes as ``{"base64", "bytes"}``, NULL as null; a value longer than
-``max_value_length`` is cut and marked ``truncated``.
+in ISO 8601, bytes as ``{"base64", "bytes"}``, NULL as null, arrays and JSON documents as canonical JSON
+text of such values; a value longer than ``max_value_length`` is cut and marked ``truncated``, SQLite
+text that is not UTF-8 is marked ``not_utf8``.
 """
 
 from __future__ import annotations
@@ -36,13 +38,15 @@ from typing import Any
 from armarius.canonical import canonical_json
 from armarius.errors import InvalidInput, NotFound, ResearchUnavailable, echo
 from armarius.research.config import IDENTIFIER, DatabaseSource, shown
-from armarius.research.dbdrivers import Column, Driver, Table, open_driver
+from armarius.research.dbdrivers import Column, Driver, NotUtf8Text, Table, open_driver
 from armarius.validation import INT64_MAX
 
 _COMPARISONS = {"eq": "=", "ne": "<>", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _ESCAPE = "!"
 _ORDERED_FAMILIES = {"integer", "decimal", "float", "text", "bytes", "temporal", "boolean"}
-_DECIMAL_TEXT = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+#: ASCII digits only (as in every pattern here): ``\d`` would take fullwidth and other Unicode digits, which
+#: Decimal reads but an engine given the original text (SQLite) does not.
+_DECIMAL_TEXT = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 ABSENCE_NOTE = ("No row matches this predicate in this snapshot (a complete query): evidence of absence within "
                 "this snapshot and predicate only.")
 
@@ -173,10 +177,13 @@ class DatabaseResearch:
     def _rows(self, driver: Driver, request: dict[str, Any]) -> dict[str, Any]:
         source, limits = driver.source, driver.source.limits
         table = self._table(driver, request["table"])
+        if not table.columns:
+            raise InvalidInput(f"Table {table.name!r} has no column that agents may read (database.schema lists "
+                               "none), so it has no rows to show; database.count counts them.", field="table")
         chosen = request.get("columns") or list(table.columns)
         columns = [_column(table, name, f"columns.{index}").name for index, name in enumerate(chosen)]
         where, parameters = _where(driver, table, request.get("filters", []))
-        order = _order(table, request.get("order_by", []))
+        order = _order(table, request.get("order_by", []), source.dialect)
         offset = request.get("offset", 0)
         limit = min(request.get("limit", limits.max_rows), limits.max_rows)
         statement = (f"SELECT {', '.join(driver.quote(name) for name in columns)} FROM {driver.table_ref(table.name)}"
@@ -218,9 +225,12 @@ def _origin(source: DatabaseSource) -> dict[str, Any]:
 
 
 def _visible(table: Table, allowlist: tuple[str, ...] | None) -> Table:
-    if allowlist is None:
-        return table
-    columns = {name: column for name, column in table.columns.items() if name in allowlist}
+    """The table as agents see it: the columns they could name (the catalogue's own names are checked like
+    a request's, so no other text ever reaches a statement) and, with an allowlist, only its columns.
+    A primary key over a column left out is no key here: rows are then ordered by every orderable
+    visible column, as in a table without a primary key."""
+    columns = {name: column for name, column in table.columns.items()
+               if IDENTIFIER.fullmatch(name) and (allowlist is None or name in allowlist)}
     return Table(table.name, columns, table.primary_key if set(table.primary_key) <= set(columns) else (),
                  table.foreign_keys, table.indexes)
 
@@ -421,9 +431,9 @@ def _other(value: Any, column: Column, dialect: str) -> Any:
     return value if isinstance(value, float) and math.isfinite(value) else None
 
 
-_DATE = r"\d{4}-\d{2}-\d{2}"
-_CLOCK = r"\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?"
-_ZONE = r"(Z|[+-]\d{2}:\d{2})"
+_DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+_CLOCK = r"[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?"
+_ZONE = r"(Z|[+-][0-9]{2}:[0-9]{2})"
 #: Per kind of date/time column: what it takes, the forms accepted (without, with an offset), the parser.
 _MOMENTS: dict[str, tuple[str, re.Pattern[str], re.Pattern[str], Callable[[str], Any]]] = {
     "datetime": ("a date or date and time in ISO 8601 (2024-01-31, 2024-01-31T12:30:00)",
@@ -472,20 +482,30 @@ _ACCEPTS = {
 }
 
 
-def _order(table: Table, requested: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """The requested order, then the primary key (or every column) so that pages never overlap."""
+def _order(table: Table, requested: list[dict[str, Any]], dialect: str) -> list[tuple[str, str]]:
+    """The requested order, then the primary key (or every orderable column) so that pages never overlap.
+    Every name is one of the table's visible columns, checked as an identifier (see :func:`_visible`)."""
     order: list[tuple[str, str]] = []
     for index, item in enumerate(requested):
         field = f"order_by.{index}.column"
         column = _column(table, item["column"], field)
-        if column.family not in _ORDERED_FAMILIES:
+        if not _orderable(column, dialect):
             raise InvalidInput(f"Rows cannot be ordered by the {column.type} column {column.name!r}.", field=field)
         if column.name not in (name for name, _ in order):
             order.append((column.name, item.get("direction", "asc")))
     tie_breakers = table.primary_key or tuple(name for name, column in table.columns.items()
-                                              if column.family in _ORDERED_FAMILIES)
+                                              if _orderable(column, dialect))
     order += [(name, "asc") for name in tie_breakers if name not in (chosen for chosen, _ in order)]
+    if not order:  # no statement could page them without overlaps or gaps
+        raise InvalidInput(f"The rows of table {table.name!r} cannot be paged: it has no primary key and no column "
+                           "agents may read that orders them; database.count counts them.", field="table")
     return order
+
+
+def _orderable(column: Column, dialect: str) -> bool:
+    """Whether rows can be ordered by the column: its kind has an order, or SQLite, which orders any
+    values (by storage class, then value), keeps it (a type of no kind of its own, ``UUID``, ``JSON``)."""
+    return column.family in _ORDERED_FAMILIES or (dialect == "sqlite" and column.family == "other")
 
 
 def _json_rows(rows: list[tuple[Any, ...]], converters: list[Callable[[Any], Any] | None], limit: int
@@ -517,9 +537,7 @@ def json_value(value: Any, limit: int) -> tuple[Any, bool]:
     if value is None or isinstance(value, bool | int):
         return value, False
     if isinstance(value, str):
-        if len(value) > limit:
-            return {"text": value[:limit], "chars": len(value), "truncated": True}, True
-        return value, False
+        return _text_cell(value, limit)
     if isinstance(value, bytes | bytearray | memoryview):
         data = bytes(value)
         cell: dict[str, Any] = {"base64": base64.b64encode(data[:limit]).decode("ascii"), "bytes": len(data)}
@@ -531,6 +549,20 @@ def json_value(value: Any, limit: int) -> tuple[Any, bool]:
     return json_value(_scalar(value), limit)
 
 
+def _text_cell(value: str, limit: int) -> tuple[Any, bool]:
+    """Text as JSON: itself, or an object that says it was cut (``truncated``) or is SQLite text that was
+    not UTF-8, shown with U+FFFD (``not_utf8``)."""
+    cut = len(value) > limit
+    if not cut and not isinstance(value, NotUtf8Text):
+        return value, False
+    cell: dict[str, Any] = {"text": str(value[:limit])}
+    if cut:
+        cell |= {"chars": len(value), "truncated": True}
+    if isinstance(value, NotUtf8Text):
+        cell["not_utf8"] = True
+    return cell, cut
+
+
 def _scalar(value: Any) -> Any:
     """A value of another type as a JSON string (or list/number) that json_value then sizes."""
     if isinstance(value, Decimal):
@@ -539,9 +571,27 @@ def _scalar(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, timedelta):  # MariaDB TIME: a duration that may pass 24 hours or be negative
         return _duration(value)
-    if isinstance(value, list | dict):
-        return canonical_json(value)
+    if isinstance(value, list | tuple | dict):  # an array or a JSON document: written as canonical JSON text
+        return canonical_json(_json_tree(value))
     return str(value)
+
+
+def _json_tree(value: Any) -> Any:
+    """An array's elements (or a JSON document's values), at any depth, as JSON the way a single value
+    of their type becomes JSON (exact decimals, ISO dates, NaN and infinities as text, bytes as base64,
+    whole), so that PostgreSQL's ``numeric[]``, ``date[]`` or ``float8[]`` holding NaN have an answer."""
+    if isinstance(value, list | tuple):
+        return [_json_tree(each) for each in value]
+    if isinstance(value, dict):
+        return {str(key): _json_tree(each) for key, each in value.items()}
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        data = bytes(value)
+        return {"base64": base64.b64encode(data).decode("ascii"), "bytes": len(data)}
+    return _scalar(value)
 
 
 def _duration(value: timedelta) -> str:

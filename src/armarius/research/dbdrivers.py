@@ -96,7 +96,8 @@ class Driver(ABC):
 
     @abstractmethod
     def quote(self, name: str) -> str:
-        """A checked identifier, quoted for this dialect."""
+        """A checked identifier, quoted for this dialect. The quote character itself is doubled all
+        the same: should a name ever pass unchecked, it stays one identifier (defence in depth)."""
 
     @abstractmethod
     def table_ref(self, table: str) -> str:
@@ -290,7 +291,7 @@ class MariadbDriver(Driver):
         return True if repertoire is None else repertoire(text)
 
     def quote(self, name: str) -> str:
-        return f"`{name}`"
+        return "`" + name.replace("`", "``") + "`"
 
     def table_ref(self, table: str) -> str:
         return self.quote(table)
@@ -454,7 +455,7 @@ ORDER BY c.relname, i.relname, key.position
 
 class PostgresDriver(Driver):
     def quote(self, name: str) -> str:
-        return f'"{name}"'
+        return _double_quoted(name)
 
     def table_ref(self, table: str) -> str:
         return f"{self.quote(self.source.schema)}.{self.quote(table)}"
@@ -561,7 +562,7 @@ class SqliteDriver(Driver):
         return _sqlite_like_limit()
 
     def quote(self, name: str) -> str:
-        return f'"{name}"'
+        return _double_quoted(name)
 
     def table_ref(self, table: str) -> str:
         return self.quote(table)
@@ -572,6 +573,7 @@ class SqliteDriver(Driver):
         connection = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, isolation_level=None,
                                      check_same_thread=False)
         try:
+            connection.text_factory = _sqlite_text
             connection.execute("PRAGMA query_only = ON")
             connection.set_authorizer(_sqlite_authorizer)
             deadline = [math.inf]
@@ -620,6 +622,22 @@ class SqliteDriver(Driver):
         return _assemble(tables, columns, [(table, name) for _, table, name in sorted(primary)], foreign, indexes)
 
 
+class NotUtf8Text(str):
+    """Text SQLite kept that is not valid UTF-8 (SQLite never checks), each bad byte shown as U+FFFD.
+    The answer marks it ``not_utf8`` instead of the whole page failing, which would block the session
+    on one stored value."""
+
+    __slots__ = ()
+
+
+def _sqlite_text(data: bytes) -> str:
+    """SQLite's text as ``str``; text that is not valid UTF-8 as :class:`NotUtf8Text`."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return NotUtf8Text(data.decode("utf-8", "replace"))
+
+
 class _SqliteConnection:
     """A read-only SQLite connection whose statements stop at their deadline."""
 
@@ -641,21 +659,27 @@ class _SqliteConnection:
 _SQLITE_AFFINITIES: tuple[tuple[tuple[str, ...], Family], ...] = (
     (("INT",), "integer"), (("CHAR", "CLOB", "TEXT"), "text"), (("BLOB",), "bytes"),
     (("REAL", "FLOA", "DOUB"), "float"), (("BOOL",), "boolean"), (("DATE", "TIME"), "temporal"),
+    (("NUMERIC", "DECIMAL", "NUMBER", "MONEY"), "decimal"),
 )
 
 
 def _sqlite_family(declared: str) -> Family:
-    """SQLite's own affinity rules (in their order), refined by the declared name; no type: anything."""
+    """SQLite's own affinity rules (in their order), refined by the declared name. No type, or a type no
+    rule names (``UUID``, ``JSON``: NUMERIC affinity, yet mostly text): anything, for the server to
+    compare, not a decimal that would refuse the text such a column holds."""
     upper = declared.upper()
-    if not upper:
-        return "other"
     for words, family in _SQLITE_AFFINITIES:
         if any(word in upper for word in words):
             return family
-    return "decimal"
+    return "other"
 
 
 # --- shared --------------------------------------------------------------------------------------
+
+def _double_quoted(name: str) -> str:
+    """An identifier in standard SQL quotes (PostgreSQL, SQLite), an embedded quote doubled."""
+    return '"' + name.replace('"', '""') + '"'
+
 
 def _assemble(tables: Sequence[str], columns: list[tuple[str, Column]], primary: list[tuple[str, str]],
               foreign: list[tuple[str, str, str, str, str]], indexes: list[tuple[str, str, str | None, bool]]
