@@ -24,8 +24,9 @@ from armarius.auth.secrets import new_password
 from armarius.cli.context import CliContext, pass_cli, progress
 from armarius.cli.human import acting_human, human_options
 from armarius.config import Settings
-from armarius.memory.model import check_slug
+from armarius.memory.model import MemoryLimits, check_slug
 from armarius.store.schema import latest_version
+from armarius.textview import reveal
 from armarius.transfer.export import chain_problems, read_export, read_records, write_folder, write_jsonl
 from armarius.transfer.graph import read_graph
 from armarius.transfer.markdown import read_folder
@@ -75,7 +76,7 @@ _import_command("armarius", FILE, "An Armarius JSONL export: its entries with ev
 
 def _import_text(report: dict[str, Any], workspace: str) -> str:
     counts = report["counts"]
-    lines = [("Dry run of " if report["dry_run"] else "Imported ") + f"{report['kind']} {report['source']} "
+    lines = [("Dry run of " if report["dry_run"] else "Imported ") + f"{report['kind']} {reveal(report['source'])} "
              f"into workspace {workspace}: {counts['created']} created, {counts['updated']} updated, "
              f"{counts['unchanged']} unchanged" + (f", {counts['curated_kept']} curated kept as they are"
                                                    if counts["curated_kept"] else "") + "."]
@@ -85,9 +86,9 @@ def _import_text(report: dict[str, Any], workspace: str) -> str:
         lines.append("Nothing to change: everything is there already.")
     if report["renamed"]:
         lines += ["", f"Renamed ({report['renamed_count']}):",
-                  *(f"  {item['origin']}: {item['name']!r} -> {item['slug']}" for item in report["renamed"])]
+                  *(f"  {reveal(item['origin'])}: {item['name']!r} -> {item['slug']}" for item in report["renamed"])]
     if report["notices"]:
-        lines += ["", f"Notes ({report['notices_count']}):", *(f"  {line}" for line in report["notices"])]
+        lines += ["", f"Notes ({report['notices_count']}):", *(f"  {reveal(line)}" for line in report["notices"])]
     if report["curated_kept"]:
         lines += ["", "Curated entries left as they are: " + ", ".join(report["curated_kept"])]
     if report["curated_in_source"]:
@@ -123,7 +124,8 @@ def export(cli: CliContext, output: Path, workspace: str, verify: bool) -> None:
     lines = [f"Exported workspace {workspace} to {output}: "
              + ", ".join(f"{name} {count}" for name, count in counts.items() if count) + "."]
     if verify:
-        problems = verify_jsonl(output) if as_jsonl else verify_folder(output, written)
+        limits = app.memory.limits
+        problems = verify_jsonl(output, limits) if as_jsonl else verify_folder(output, written, limits)
         result["verified"], result["problems"] = not problems, problems
         lines.append("Verified: a scratch store that imported the export holds the same entries and history."
                      if not problems else "VERIFICATION FAILED:\n" + "\n".join(f"  {p}" for p in problems))
@@ -133,10 +135,12 @@ def export(cli: CliContext, output: Path, workspace: str, verify: bool) -> None:
 
 
 @contextmanager
-def scratch_importer() -> Iterator[tuple[Armarius, Callable[[Plan], dict[str, Any]]]]:
-    """A new SQLite store in a temporary folder with one workspace and a human to import as."""
+def scratch_importer(limits: MemoryLimits) -> Iterator[tuple[Armarius, Callable[[Plan], dict[str, Any]]]]:
+    """A new SQLite store in a temporary folder with one workspace and a human to import as, with the
+    installation's memory limits (an entry the installation holds fits)."""
     with tempfile.TemporaryDirectory(prefix="armarius-verify-") as folder:
-        settings = Settings(data_dir=Path(folder))
+        settings = Settings(data_dir=Path(folder), memory_body_max_bytes=limits.body_max_bytes,
+                            memory_duplicate_threshold=limits.duplicate_threshold)
         initialize(settings)
         app = open_app(replace(settings, research_config=None))
         try:
@@ -154,11 +158,11 @@ def scratch_importer() -> Iterator[tuple[Armarius, Callable[[Plan], dict[str, An
 _REVISION_FIELDS = ("title", "body", "tags", "reason", "author", "created_at", "overrode_curated")
 
 
-def verify_jsonl(path: Path) -> list[str]:
+def verify_jsonl(path: Path, limits: MemoryLimits) -> list[str]:
     """The export file is whole, its audit chain links up, and importing it gives the same entries and history."""
     _, exported = read_records(path)
     problems = chain_problems(exported)
-    with scratch_importer() as (app, run_import):
+    with scratch_importer(limits) as (app, run_import):
         run_import(read_export(path))
         again = Path(app.settings.data_dir) / "again.jsonl"
         write_jsonl(app.database, app.directory.workspace("verify"), again, schema_version=0)
@@ -166,9 +170,9 @@ def verify_jsonl(path: Path) -> list[str]:
     return problems + _differences(_history(exported), _history(imported))
 
 
-def verify_folder(folder: Path, written: list[dict[str, Any]]) -> list[str]:
+def verify_folder(folder: Path, written: list[dict[str, Any]], limits: MemoryLimits) -> list[str]:
     """Importing the folder gives the entries that were written to it."""
-    with scratch_importer() as (app, run_import):
+    with scratch_importer(limits) as (app, run_import):
         run_import(read_folder(folder))
         with app.database.transaction(workspace_id=app.directory.workspace("verify").id) as tx:
             imported = tx.all("SELECT slug, title, body, tags FROM entries WHERE workspace_id = ?",

@@ -19,21 +19,24 @@ import base64
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from armarius.audit.chain import GENESIS_HASH, link_problem
+from armarius.auth.directory import NAME_PATTERN
 from armarius.auth.model import Workspace
 from armarius.errors import InvalidInput
 from armarius.evidence.model import UnitFile, render
 from armarius.files import write_atomically
-from armarius.memory.model import PastRevision, check_slug
+from armarius.memory.model import PastRevision, check_slug, parse_links
 from armarius.store import Database, Tx, utc_now
 from armarius.transfer.markdown import MANIFEST, render_note
-from armarius.transfer.model import Note, Plan, Problems, digest_of
+from armarius.transfer.model import Note, Plan, Problems, digest_of, shown_name
+from armarius.validation import INT64_MAX
 
 FORMAT = "armarius-export"
 FORMAT_VERSION = 1
@@ -247,31 +250,131 @@ def chain_problems(tables: dict[str, list[dict[str, Any]]]) -> list[str]:
 
 
 def read_export(path: Path, *, prefix: str = "") -> Plan:
-    """An export's entries with every revision, as notes to import."""
+    """An export's entries with every revision, as notes to import: every field of the rows read checked
+    for its type (and timestamps for the store's form), every problem named, before anything is imported."""
     header, tables = read_records(path)
     problems = Problems()
-    plan = Plan(kind="armarius", source=path.name, digest=digest_of(path.read_bytes()))
-    history: dict[Any, list[PastRevision]] = {}
-    for row in tables["entry_revisions"]:
-        history.setdefault(row["entry_id"], []).append(PastRevision(
-            title=row["title"], body=row["body"], tags=tuple(json.loads(row["tags"])), reason=row["reason"],
-            author=row["author"], created_at=str(row["created_at"]), overrode_curated=bool(row["overrode_curated"])))
-    for row in tables["entries"]:
-        where = f"{path.name} entry {row['slug']!r}"
-        revisions = tuple(history.get(row["id"], ()))
+    plan = Plan(kind="armarius", source=shown_name(path.name), digest=digest_of(path.read_bytes()))
+    workspace = header.get("workspace")
+    if not isinstance(workspace, str) or not NAME_PATTERN.fullmatch(workspace):
+        problems.add(f"{path.name} line 1", "the header's workspace is not a workspace name (1-64 lowercase letters, "
+                                            "digits, '.', '_' or '-')")
+    else:
+        plan.source = f"{shown_name(path.name)} (workspace {workspace})"
+    history: dict[int, list[PastRevision]] = {}
+    numbers: dict[int, list[int]] = {}
+    broken = set()  # entries with a revision named as a problem already
+    for index, row in enumerate(tables["entry_revisions"], 1):
+        fields = _fields(row, _REVISION_FIELDS, f"{path.name} entry_revisions row {index}", problems)
+        if fields is None:
+            broken.add(_count(row.get("entry_id")))
+            continue
+        numbers.setdefault(fields["entry_id"], []).append(fields["revision"])
+        history.setdefault(fields["entry_id"], []).append(PastRevision(
+            title=fields["title"], body=fields["body"], tags=fields["tags"], reason=fields["reason"],
+            author=fields["author"], created_at=fields["created_at"], overrode_curated=fields["overrode_curated"]))
+    exported = {row["slug"] for row in tables["entries"] if isinstance(row.get("slug"), str)}
+    for index, row in enumerate(tables["entries"], 1):
+        fields = _fields(row, _ENTRY_FIELDS, f"{path.name} entries row {index}", problems)
+        if fields is None or fields["id"] in broken:
+            continue
+        where = f"{path.name} entry {fields['slug']!r}"
+        revisions = tuple(history.get(fields["id"], ()))
         try:
-            slug = check_slug(prefix + row["slug"])
+            slug = check_slug(prefix + fields["slug"])
         except InvalidInput as error:
             problems.add(where, error.message)
             continue
-        if len(revisions) != row["revision"]:
-            problems.add(where, f"{len(revisions)} revisions exported for revision {row['revision']}")
+        if numbers.get(fields["id"], []) != list(range(1, fields["revision"] + 1)):
+            problems.add(where, f"{len(revisions)} revisions exported for revision {fields['revision']} (they are "
+                                "numbered 1, 2, … up to the entry's revision)")
             continue
-        plan.notes.append(Note(slug=slug, title=row["title"], body=row["body"], tags=tuple(json.loads(row["tags"])),
+        linked = [target for target in parse_links(fields["body"]) if prefix and target in exported]
+        if linked:
+            problems.add(where, f"links to [[{linked[0]}]], an entry of the export: under the prefix {prefix!r} the "
+                                "link would name another entry (history is imported as recorded, so links are not "
+                                "rewritten); import it without --prefix")
+            continue
+        curated = fields["curated_revision"]
+        plan.notes.append(Note(slug=slug, title=fields["title"], body=fields["body"], tags=fields["tags"],
                                origin=where, history=revisions,
-                               curated_in_source=row["curated_revision"] is not None
-                               and row["curated_revision"] == row["revision"]))
-    if header.get("workspace"):
-        plan.source = f"{path.name} (workspace {header['workspace']})"
+                               curated_in_source=curated is not None and curated == fields["revision"]))
     problems.raise_if_any(path.name)
     return plan
+
+
+_MOMENT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
+#: What a field's reader answers for a value of the wrong type or form.
+_WRONG = object()
+
+
+def _count(value: Any) -> Any:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT64_MAX else _WRONG
+
+
+def _text(value: Any) -> Any:
+    return value if isinstance(value, str) else _WRONG
+
+
+def _optional(read: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else read(value)
+
+
+def _flag(value: Any) -> Any:
+    """A boolean as either engine stores it (SQLite: 0 or 1)."""
+    if isinstance(value, bool):
+        return value
+    return bool(value) if _count(value) is not _WRONG and value in (0, 1) else _WRONG
+
+
+def _moment(value: Any) -> Any:
+    """A timestamp in the store's form, ISO 8601 UTC with microseconds ('2024-05-01T09:30:00.000000Z')."""
+    if not isinstance(value, str) or not _MOMENT.fullmatch(value):
+        return _WRONG
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return _WRONG
+    return value
+
+
+def _tags(value: Any) -> Any:
+    """Tags as the store keeps them: the JSON text of a list of texts."""
+    if not isinstance(value, str):
+        return _WRONG
+    try:
+        tags = json.loads(value)
+    except (json.JSONDecodeError, RecursionError):
+        return _WRONG
+    return tuple(tags) if isinstance(tags, list) and all(isinstance(tag, str) for tag in tags) else _WRONG
+
+
+#: The fields of a row that an import reads: each with what it must be, and its reader.
+_ENTRY_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "id": ("a whole number", _count), "slug": ("text", _text), "title": ("text", _text), "body": ("text", _text),
+    "tags": ("the JSON text of a list of texts", _tags), "revision": ("a whole number", _count),
+    "curated_revision": ("a whole number or null", _optional(_count)),
+}
+_REVISION_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "entry_id": ("a whole number", _count), "revision": ("a whole number", _count), "title": ("text", _text),
+    "body": ("text", _text), "tags": ("the JSON text of a list of texts", _tags),
+    "reason": ("text or null", _optional(_text)), "author": ("text", _text),
+    "created_at": ("a time in the store's form (ISO 8601 UTC: '2024-05-01T09:30:00.000000Z')", _moment),
+    "overrode_curated": ("true or false", _flag),
+}
+
+
+def _fields(row: dict[str, Any], rules: dict[str, tuple[str, Callable[[Any], Any]]], where: str,
+            problems: Problems) -> dict[str, Any] | None:
+    """The row's fields as their readers read them; None after naming every field missing or of the wrong type."""
+    fields: dict[str, Any] = {}
+    wrong = []
+    for name, (what, read) in rules.items():
+        value = read(row[name]) if name in row else _WRONG
+        if value is _WRONG:
+            wrong.append(f"{name!r} is missing" if name not in row else f"{name!r} is not {what}")
+        fields[name] = value
+    if wrong:
+        problems.add(where, "; ".join(wrong))
+        return None
+    return fields

@@ -16,7 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from armarius.errors import ArmariusError
-from armarius.transfer.model import Note, Plan, Problems, SlugBook, clean_tags, clean_title, digest_of, slugify
+from armarius.transfer.model import (
+    Note,
+    Plan,
+    Problems,
+    SlugBook,
+    clean_tags,
+    clean_title,
+    digest_of,
+    shown_name,
+    slugify,
+)
 from armarius.validation import check_storable
 
 
@@ -31,7 +41,7 @@ class _Entity:
 
 def read_graph(path: Path, *, prefix: str = "") -> Plan:
     data = path.read_bytes()
-    plan, problems = Plan(kind="graph", source=path.name, digest=digest_of(data)), Problems()
+    plan, problems = Plan(kind="graph", source=shown_name(path.name), digest=digest_of(data)), Problems()
     entities, relations = _parse(data, path.name, plan, problems)
     problems.raise_if_any(path.name)
     book = SlugBook(prefix)

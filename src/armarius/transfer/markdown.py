@@ -13,7 +13,9 @@ folder (it holds ``armarius-export.json``) is read from its ``entries`` folder.
 
 from __future__ import annotations
 
+import os
 import re
+from datetime import date
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from armarius.transfer.model import (
     clean_tags,
     clean_title,
     digest_of,
+    shown_name,
     slug_segment,
     slugify,
 )
@@ -43,6 +46,8 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]|#\n]*)(#[^\[\]|\n]*)?(?:\|([^\[\]\n]*))?\]\]")
 _HEADING = re.compile(r"^# +(.+?)\s*#*\s*$", re.MULTILINE)
+#: What a tag in a list of front matter tags may be (YAML reads 2024 as a number, true as a boolean).
+_SCALARS = (str, int, float, date)
 
 
 class _Read:
@@ -54,19 +59,24 @@ class _Read:
 
 def read_folder(root: Path, *, prefix: str = "") -> Plan:
     folder = root / "entries" if (root / MANIFEST).is_file() else root
-    files = sorted(path for path in folder.rglob("*.md")
-                   if path.is_file() and not any(part.startswith(".") for part in path.relative_to(folder).parts))
+    problems, links = Problems(), list[str]()
+    if folder is not root and folder.is_symlink():  # an export folder's entries: never read elsewhere
+        files, links = [], ["entries"]
+    else:
+        files = _files(folder, problems, links)
     too_large = [path for path in files if path.stat().st_size > FILE_MAX_BYTES]
     if too_large:
         raise InvalidInput(f"{too_large[0].relative_to(folder)} is larger than {FILE_MAX_BYTES} bytes, far more than "
                            "an entry holds; nothing was imported.", field="source")
     contents = [path.read_bytes() for path in files]
-    plan, problems = Plan(kind="markdown", source=root.name or str(root), digest=digest_of(
-        *(part for path, content in zip(files, contents, strict=True)
-          for part in (path.relative_to(folder).as_posix().encode(), content)))), Problems()
+    source = shown_name(root.name or str(root))
     notes = [note for path, content in zip(files, contents, strict=True)
              if (note := _read_note(path.relative_to(folder).as_posix(), content, problems)) is not None]
-    problems.raise_if_any(plan.source)
+    problems.raise_if_any(source)
+    plan = Plan(kind="markdown", source=source, digest=digest_of(
+        *(part for path, content in zip(files, contents, strict=True)
+          for part in (path.relative_to(folder).as_posix().encode(), content))))
+    plan.notices += [f"{link}: a symbolic link, not followed (left out)" for link in links]
 
     book, slugs = SlugBook(prefix), {}
     for note in notes:
@@ -82,10 +92,10 @@ def read_folder(root: Path, *, prefix: str = "") -> Plan:
         title = note.meta.get("title")
         heading = _HEADING.search(note.body)
         fallback = note.key.rsplit("/", 1)[-1]
-        title_text = str(title) if title not in (None, "") else heading.group(1) if heading else fallback
+        title_text = title if title else heading.group(1) if heading else fallback
         body = _WIKILINK.sub(partial(_link, names=names, prefix=prefix, where=note.where, plan=plan), note.body)
         tags = note.meta.get("tags") or []
-        tag_list = re.split(r"[,\s]+", tags) if isinstance(tags, str) else tags if isinstance(tags, list) else [tags]
+        tag_list = re.split(r"[,\s]+", tags) if isinstance(tags, str) else [tag for tag in tags if tag is not None]
         plan.notes.append(Note(slug=slug, title=clean_title(title_text, slug), body=body,
                                tags=clean_tags(tag_list, note.where, plan), origin=note.where))
     return plan
@@ -101,7 +111,45 @@ def _read_note(where: str, content: bytes, problems: Problems) -> _Read | None:
     meta, body = split_front_matter(text, where, problems)
     if meta is None:
         return None
+    wrong = [f"its {key} is not text" for key in ("title", "slug", "permalink")
+             if meta.get(key) is not None and not isinstance(meta[key], str)]
+    tags = meta.get("tags")
+    if tags is not None and not isinstance(tags, str) and not (
+            isinstance(tags, list) and all(tag is None or isinstance(tag, _SCALARS) for tag in tags)):
+        wrong.append("its tags are neither a text nor a list of texts")
+    if wrong:
+        problems.add(f"{where} line 2", f"front matter: {'; '.join(wrong)}")
+        return None
     return _Read(where, where.removesuffix(".md"), meta, body)
+
+
+def _files(folder: Path, problems: Problems, links: list[str]) -> list[Path]:
+    """Every Markdown file below the folder but hidden ones, in order. A symbolic link (to a note or a
+    folder) is never followed, so that nothing outside the folder is read: each is named in ``links``.
+    A name that is not UTF-8 is a problem."""
+    found = []
+    for top, folders, names in os.walk(folder):  # a linked folder is listed here, never entered
+        here = Path(top)
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        links += [shown_name((here / name).relative_to(folder).as_posix())
+                  for name in folders if (here / name).is_symlink()]
+        for name in names:
+            path = here / name
+            relative = path.relative_to(folder).as_posix()
+            if name.startswith(".") or not name.endswith(".md"):
+                continue
+            if path.is_symlink():
+                links.append(shown_name(relative))
+                continue
+            if not path.is_file():
+                continue
+            try:
+                relative.encode("utf-8")
+            except UnicodeEncodeError:
+                problems.add(shown_name(relative), "the file name is not UTF-8; rename the file")
+                continue
+            found.append(path)
+    return sorted(found)
 
 
 def split_front_matter(text: str, where: str, problems: Problems) -> tuple[dict[str, Any] | None, str]:
@@ -114,8 +162,16 @@ def split_front_matter(text: str, where: str, problems: Problems) -> tuple[dict[
     if end is None:
         problems.add(f"{where} line 1", "front matter opened with '---' is never closed by a line '---'")
         return None, ""
+    front = "\n".join(lines[1:end])
     try:
-        meta = yaml.load("\n".join(lines[1:end]), Loader=_LOADER)  # noqa: S506 - a safe loader
+        shared = next((event for event in yaml.parse(front, Loader=_LOADER)
+                       if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None), None)
+        if shared is not None:
+            problems.add(f"{where} line {2 + (shared.start_mark.line if shared.start_mark else 0)}",
+                         "front matter with YAML anchors or aliases ('&name', '*name') is not read; write the "
+                         "values out")
+            return None, ""
+        meta = yaml.load(front, Loader=_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = min(2 + (mark.line if mark is not None else 0), end)  # an error at its end: its last line

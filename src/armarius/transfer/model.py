@@ -7,19 +7,27 @@ re-run of the same import arrives at the same slugs and changes nothing.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from armarius.auth.directory import NAME_PATTERN
 from armarius.errors import InvalidInput
-from armarius.memory.model import SLUG_MAX, TAG_PATTERN, TAGS_MAX, TITLE_MAX, PastRevision
+from armarius.memory.model import SLUG_MAX, TAG_PATTERN, TAGS_MAX, TITLE_MAX, PastRevision, invisible_in_title
+from armarius.validation import check_storable
 
 #: How many problems an error message lists (all of them are in its details).
 PROBLEMS_SHOWN = 20
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
 _NOT_TAG = re.compile(r"[^a-z0-9._:-]+")
-_INVISIBLE = ("Cc", "Cf", "Zl", "Zp")
+#: Who a revision names as its author, as the store writes it: an agent or a human of the
+#: installation (``agent:name``, ``human:name``, names as principals' are), an operator, or the
+#: system; at most AUTHOR_MAX characters.
+AUTHOR_PATTERN = re.compile(rf"(?:agent|human):{NAME_PATTERN.pattern}|operator:[A-Za-z0-9][A-Za-z0-9._@-]{{0,63}}"
+                            r"|system")
+AUTHOR_MAX = 73
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,21 @@ class Problems:
         )
 
 
+def check_author(author: Any) -> str:
+    """A revision's recorded author: a principal as the store names authors (``human:ada``), nothing else."""
+    if not isinstance(author, str) or len(author) > AUTHOR_MAX or not AUTHOR_PATTERN.fullmatch(
+            check_storable(author, "author")):
+        raise InvalidInput("A revision's author is a principal as the store names it: 'agent:NAME', 'human:NAME' "
+                           "(a name of 1-64 lowercase letters, digits, '.', '_' or '-'), 'operator:NAME' or "
+                           "'system'.", field="author")
+    return author
+
+
+def shown_name(name: str) -> str:
+    """A file name as text that can be stored and shown: bytes that are not UTF-8 as '\\xe9'."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
 def digest_of(*chunks: bytes) -> str:
     sha = hashlib.sha256()
     for chunk in chunks:
@@ -103,7 +126,7 @@ class SlugBook:
         self.taken: set[str] = set()
 
     def assign(self, wanted: str) -> str:
-        base = (self.prefix + wanted)[:SLUG_MAX]
+        base = (self.prefix + wanted)[:SLUG_MAX].rstrip("-/")
         slug, number = base, 1
         while slug in self.taken:
             number += 1
@@ -115,7 +138,7 @@ class SlugBook:
 
 def clean_title(text: str, fallback: str) -> str:
     """One line of at most TITLE_MAX characters, invisible characters dropped."""
-    line = " ".join("".join(" " if unicodedata.category(ch) in _INVISIBLE else ch for ch in text).split())
+    line = " ".join("".join(" " if invisible_in_title(ch) else ch for ch in text).split())
     return (line or fallback)[:TITLE_MAX].strip() or fallback
 
 

@@ -34,7 +34,7 @@ from armarius.memory.model import (
 )
 from armarius.memory.service import MemoryService
 from armarius.store import Database
-from armarius.transfer.model import Plan, Problems
+from armarius.transfer.model import Note, Plan, Problems, check_author
 
 #: How many names of each outcome an answer lists (the counts are always complete).
 LISTED = 200
@@ -96,12 +96,22 @@ class ImportService:
         for note in plan.notes:
             try:
                 check_slug(note.slug)
-                for revision in note.history or (note,):
+                revisions: tuple[Note | PastRevision, ...] = (*note.history, note)
+                for revision in revisions:
                     check_title(revision.title)
                     check_body(revision.body, self.limits)
                     check_tags(list(revision.tags))
                     if isinstance(revision, PastRevision):
                         check_reason(revision.reason)
+                        check_author(revision.author)
             except ArmariusError as error:
                 problems.add(note.origin, error.message)
+                continue
+            if note.history and _content(note.history[-1]) != _content(note):
+                problems.add(note.origin, "its title, body and tags differ from its last revision's: the history "
+                                          "does not lead to the entry")
         problems.raise_if_any(plan.source)
+
+
+def _content(note: Note | PastRevision) -> tuple[str, str, tuple[str, ...]]:
+    return note.title, note.body, note.tags
