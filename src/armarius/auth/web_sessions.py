@@ -20,7 +20,10 @@ any address, and ``ADDRESS_ATTEMPT_LIMIT`` per address whatever the names, in ``
 The attempt is recorded *before* the password is checked (and removed when the login succeeds),
 so attempts made in parallel count too. Names are kept only as their SHA-256 (a password typed
 into the name field must not be stored), and only for the window. Every attempt that reaches the
-password check is audited as before (``login.succeeded`` / ``login.failed``).
+password check is audited as before (``login.succeeded`` / ``login.failed``). Every failure that
+reaches the password check is told alike, "The principal name or password is wrong." (401): also the
+right password of a person who is not a member of the workspace (the CLI says so; a login form open
+to the network must not tell that the password was right). The reason is in the audit log only.
 
 Secrets and CSRF tokens are compared with :func:`hmac.compare_digest`, and never logged or audited.
 """
@@ -58,6 +61,8 @@ _ATTEMPT_LOCK_TOPIC = 4242015
 #: Flash message kinds (CSS classes of the page's flash area).
 FLASH_KINDS = ("info", "success", "error")
 _SECRET_MAX_LENGTH = 128
+#: What a failed login is told, whatever the reason (the audit log has it).
+WRONG_CREDENTIALS = "The principal name or password is wrong."
 
 
 @dataclass(frozen=True)
@@ -124,7 +129,10 @@ class WebSessions:
         """Log a human in: rate limit, password check (audited), then a new session in ``workspace``."""
         key = name_key(name)
         self._admit(key, client, name=name, workspace=workspace)
-        actor = self.directory.authenticate_password(name, password, workspace=workspace)
+        try:
+            actor = self.directory.authenticate_password(name, password, workspace=workspace)
+        except NotAllowed:  # the right password, not a member (audited as not_a_member): told as a wrong one
+            raise Unauthenticated(WRONG_CREDENTIALS) from None
         now = self.clock()
         secret, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         with self.database.transaction(write=True) as tx:

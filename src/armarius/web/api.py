@@ -428,6 +428,8 @@ async def _json_body(request: Request, route: ApiRoute) -> Any:
         body = json.loads(await request.body())
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise InvalidInput("The body is not JSON.", field="body") from None
+    except ValueError:  # a number of more than 4,300 digits, which Python refuses to convert: no route takes one
+        raise InvalidInput("The body's JSON has a number too long to read.", field="body") from None
     except RecursionError:  # nesting deeper than the parser goes: no route takes more than a few levels
         raise InvalidInput("The body's JSON is nested too deeply.", field="body") from None
     problem = next(iter(PublishedValidator(route.body).iter_errors(body)), None)

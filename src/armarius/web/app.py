@@ -97,6 +97,14 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+class WebApp(Starlette):
+    """Starlette with SecurityHeaders outside everything, so that they are on every response: Starlette answers
+    an unexpected error (500) from its ServerErrorMiddleware, which is outside any middleware the app lists."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeaders(super().build_middleware_stack())
+
+
 def error_response(error: ArmariusError, *, for_agent: bool = True) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if error.http_status == 401 else None
     return JSONResponse({"error": error.to_dict(for_agent=for_agent)}, status_code=error.http_status,
@@ -194,11 +202,10 @@ def create_web_app(app: Armarius, *, stateless: bool = False) -> Starlette:
         Mount("/static", StaticFiles(packages=[("armarius.web", "static")]), name="static"),
         *page_routes(web),
     ]
-    return Starlette(
+    return WebApp(
         routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(SecurityHeaders),
-                    Middleware(limits.RequestLimits, max_bytes=request_body_max_bytes(app.settings),
+        middleware=[Middleware(limits.RequestLimits, max_bytes=request_body_max_bytes(app.settings),
                                idle_seconds=limits.BODY_IDLE_SECONDS, total_seconds=limits.BODY_TOTAL_SECONDS)],
         exception_handlers={ArmariusError: armarius_error, Exception: unexpected_error, 404: not_found},
     )

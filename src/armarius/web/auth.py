@@ -9,6 +9,7 @@ opens a page (:func:`refuse_agent_tokens`).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import anyio
@@ -27,6 +28,9 @@ from armarius.errors import NotAllowed, Unauthenticated
 ACTOR_SCOPE_KEY = "armarius.actor"
 #: The web login session's cookie (its value is the session secret; the store keeps its SHA-256).
 SESSION_COOKIE = "armarius_session"
+#: An agent token in any header: ``arm_`` and the 43 characters of its secret (just the prefix would also
+#: match a cookie named ``swarm_id`` or a Referer of ``/entries?q=farm_``; no secret of the pages is this long).
+_AGENT_TOKEN = re.compile(re.escape(TOKEN_PREFIX).encode("ascii") + rb"[A-Za-z0-9_-]{43}")
 
 
 def bearer_token(headers: Headers) -> str:
@@ -70,10 +74,12 @@ def actor_from_scope(scope: Scope | Any) -> Actor:
 
 
 def refuse_agent_tokens(request: Request) -> None:
-    """Pages and forms are for humans who logged in: a bearer credential (or anything holding an agent
-    token) is refused, valid or not. Other schemes (a proxy's HTTP Basic login) are ignored."""
+    """Pages and forms are for humans who logged in: a bearer credential (or an Authorization holding
+    ``arm_``) is refused, valid or not, and so is an agent token in any other header (a custom header, a
+    cookie). Other schemes (a proxy's HTTP Basic login) are ignored."""
     value = request.headers.get("authorization", "")
-    if value.split(" ", 1)[0].lower() == "bearer" or TOKEN_PREFIX in value:
+    if (value.split(" ", 1)[0].lower() == "bearer" or TOKEN_PREFIX in value
+            or any(_AGENT_TOKEN.search(held) for _name, held in request.headers.raw)):
         raise NotAllowed("The web pages are for people who log in; agent tokens never open them. "
                          "Agents use /mcp (and /api) with their token.", reason="agent_token_on_page")
 

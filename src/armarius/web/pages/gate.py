@@ -29,13 +29,19 @@ What the gate does before a handler runs, on every request:
   session's workspace, read afresh, so a role withdrawn between two requests applies at the next.
   No cookie, or an ended one: a GET is redirected to ``/login?next=…``, a POST gets the same
   redirect (nothing is done). A request with a bearer ``Authorization`` header (an agent token,
-  valid or not) is refused with 403 on every page and form, whatever else it carries.
+  valid or not), or with an agent token in any other header, is refused with 403 on every page and
+  form, whatever else it carries.
 - **CSRF on every form** (``web.action``): the urlencoded body must carry the session's token in
   the field ``csrf``; missing or wrong: 403, and the handler is never called. Templates put the
   field in with ``{{ csrf_field }}`` (or the ``post_button`` macro of ``macros.html``).
 - **Handlers are plain functions run in a worker thread**, so they call the services directly,
   exactly as the CLI does: ``view.app.<service>.<function>(view.actor, …)``. Never check
   permissions in the page: the service does, and its refusal becomes the error page.
+- **Ids in the path**: ``{name:int}`` in a page's path takes one to nine digits (the JSON twins' ids,
+  :func:`whole_number`: 1 to 999,999,999). A longer number names nothing that can exist: it matches
+  no route and is answered as an unknown address is, 404 ``not_found`` ("There is nothing at …"),
+  before any session or CSRF check; ``view.path_int(name)`` refuses 0 with the same 404. Nothing is
+  done either way.
 - **Errors**: an :class:`~armarius.errors.ArmariusError` raised by a handler becomes the error page
   with the error's message and HTTP status (``error.html``); anything else is logged and shown as
   a generic internal error.
@@ -78,6 +84,7 @@ form (mark such tests ``browser``). Show every refusal with its status and that 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import ceil
@@ -87,15 +94,16 @@ from urllib.parse import parse_qsl, urlencode
 import anyio
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, compile_path
 
 from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind
 from armarius.auth.web_sessions import Flash, WebSession, WebSessions, check_csrf
-from armarius.errors import ArmariusError, InternalError, InvalidInput, Unauthenticated
+from armarius.errors import ArmariusError, InternalError, InvalidInput, NotFound, Unauthenticated, echo
 from armarius.evidence.model import BODY_MAX_BYTES as EVIDENCE_BODY_MAX_BYTES
 from armarius.textview import REVEAL_NOTE
 from armarius.web.auth import SESSION_COOKIE, refuse_agent_tokens
@@ -117,6 +125,36 @@ _ERROR_TITLES = {400: "Invalid request", 401: "Not logged in", 403: "Not allowed
                  409: "Changed meanwhile", 429: "Too many attempts"}
 #: Every page's and every API twin's answer: never stored by a browser or proxy (one may show a token, once).
 NO_STORE = {"Cache-Control": "no-store"}
+#: The largest id a page's path takes: the JSON twins' largest (:func:`whole_number`, nine digits).
+ID_MAX = 999_999_999
+
+
+class PageId(Convertor[int]):
+    """``{name:int}`` in a page's path: an id of one to nine digits. A longer number matches no route, so it is
+    answered as an unknown address (404), never converted: the database holds no such id (SQLite cannot even
+    take one above 2**63 - 1) and Python refuses to convert more than 4,300 digits."""
+
+    regex = f"[0-9]{{1,{len(str(ID_MAX))}}}"
+
+    def convert(self, value: str) -> int:
+        return int(value)
+
+    def to_string(self, value: int) -> str:
+        return str(int(value))
+
+
+register_url_convertor("page_id", PageId())
+_INT_PARAMETER = re.compile(r"\{(\w+):int\}")
+
+
+class PageRoute(Route):
+    """A page's or form's route: its path as written (``{name:int}``), each such id matched as a :class:`PageId`."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **options: Any) -> None:
+        super().__init__(path, endpoint, **options)
+        self.path_regex, self.path_format, self.param_convertors = compile_path(
+            _INT_PARAMETER.sub(r"{\1:page_id}", path))
+
 
 TEMPLATES = Environment(
     loader=PackageLoader("armarius.web", "templates"), autoescape=True, undefined=StrictUndefined,
@@ -141,14 +179,14 @@ class Web:
         async def endpoint(request: Request) -> Response:
             return await self._serve(request, handler, posted=False)
 
-        return Route(path, endpoint, methods=["GET"], name=name)
+        return PageRoute(path, endpoint, methods=["GET"], name=name)
 
     def action(self, path: str, handler: Handler, *, name: str | None = None) -> Route:
         """A form POST for a logged-in human, refused (403, nothing done) without the session's CSRF token."""
         async def endpoint(request: Request) -> Response:
             return await self._serve(request, handler, posted=True)
 
-        return Route(path, endpoint, methods=["POST"], name=name)
+        return PageRoute(path, endpoint, methods=["POST"], name=name)
 
     async def _serve(self, request: Request, handler: Handler, *, posted: bool) -> Response:
         try:
@@ -222,7 +260,12 @@ class View:
         return str(self.request.path_params[name])
 
     def path_int(self, name: str) -> int:
-        return int(self.request.path_params[name])
+        """An id from the path: a whole number from 1 to ID_MAX (as the JSON twins take it). Anything else names
+        nothing that can exist, and is not found, as an unknown address is."""
+        raw = str(self.request.path_params[name])
+        if not raw.isascii() or not raw.isdigit() or len(raw) > len(str(ID_MAX)) or not 1 <= int(raw) <= ID_MAX:
+            raise NotFound(f"There is nothing at {echo(self.request.url.path)}.")
+        return int(raw)
 
     def query(self, name: str, default: str = "") -> str:
         return self.request.query_params.get(name, default)
