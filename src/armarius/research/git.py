@@ -3,14 +3,20 @@
 git runs with an argument vector (never a shell), a fixed clean environment (no system or user
 configuration, no replace objects, literal pathspecs, no prompts), ``--no-pager``, ``--`` before
 every pathspec and patterns given with ``-e``, and only ever against a resolved full commit hash:
-the working tree, the index and the branches are never consulted. Text conversion is off.
+the working tree, the index and the branches are never consulted. Text conversion is off, and
+``git grep`` (the only command here whose answer attributes change) runs in a private, empty bare
+repository that reads this repository's objects: no ``.gitattributes`` of the working tree or the
+index, no ``info/attributes`` and no repository configuration reach it, so a file is binary to a
+search exactly when a NUL is in its first 8,000 bytes, as for ``source.read``.
 Output is read as a stream within the time limit, so a caller may stop git as soon as it has what
-it needs and memory never grows with the size of an answer it does not keep. Failures and
+it needs and memory never grows with the size of an answer it does not keep, nor with the length of
+a line (a line longer than ``LINE_BYTES`` is kept as its start: see :class:`LineStart`). Failures and
 time-outs become ``research_unavailable``; a git message never reaches a caller.
 """
 
 from __future__ import annotations
 
+import codecs
 import fcntl
 import hashlib
 import logging
@@ -19,7 +25,10 @@ import re
 import selectors
 import shutil
 import subprocess
+import tempfile
+import threading
 import time
+import weakref
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import closing, suppress
 from dataclasses import dataclass
@@ -59,6 +68,9 @@ _ARGUMENT_BYTES = 256 * 1024
 #: One run of ``git grep -z -n`` records of the same file: ``name NUL line NUL text LF``, repeated.
 #: A name holding a newline does not match and is read record by record instead.
 _GREP_RUN = re.compile(rb"([^\0\n]*)\0[^\n]*\n(?:\1\0[^\n]*\n)*")
+#: Bytes of a line kept whole; of a longer line only these first bytes are kept. More than an answer
+#: can show: four bytes for each of ``max_line_length`` characters (at most 100,000), and some to spare.
+LINE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -102,11 +114,51 @@ def _slashes(path: str) -> Iterator[int]:
         slash = path.find("/", slash + 1)
 
 
+class LineStart:
+    """A line that arrives in pieces, in bounded memory: the whole line while it is at most
+    ``LINE_BYTES`` long; past that (``cut``) its first ``LINE_BYTES`` bytes and whether the whole
+    line is UTF-8 (call :meth:`end` after its last piece)."""
+
+    __slots__ = ("_decoder", "cut", "head", "utf8")
+
+    def __init__(self, piece: bytes | memoryview = b"") -> None:
+        self.head = bytearray()
+        self.cut, self.utf8 = False, True
+        self._decoder: codecs.IncrementalDecoder | None = None
+        self.add(piece)
+
+    def add(self, piece: bytes | memoryview) -> None:
+        """The next piece of the line (a view is not kept: its bytes are copied or only checked)."""
+        if not self.cut:
+            room = LINE_BYTES - len(self.head)
+            if len(piece) <= room:
+                self.head += piece
+                return
+            view = memoryview(piece)
+            self.head += view[:room]
+            self.cut, self._decoder = True, codecs.getincrementaldecoder("utf-8")()
+            self._check(self.head)
+            piece = view[room:]
+        self._check(piece)
+
+    def end(self) -> None:
+        self._check(b"", final=True)
+
+    def _check(self, piece: bytes | bytearray | memoryview, *, final: bool = False) -> None:
+        if self._decoder is None or not self.utf8:
+            return
+        try:
+            self._decoder.decode(piece, final)
+        except UnicodeDecodeError:
+            self.utf8 = False
+
+
 @dataclass(frozen=True)
 class GrepLine:
     path: str
     line: int
-    text: bytes
+    #: The line's bytes, or the start of a line longer than ``LINE_BYTES``.
+    text: bytes | LineStart
 
 
 class GrepRun:
@@ -125,6 +177,19 @@ class GrepRun:
             yield GrepLine(self.path, int(number), text)
 
 
+class _LongRun(GrepRun):
+    """One matching line longer than ``LINE_BYTES``: its start, kept as git wrote it."""
+
+    __slots__ = ("_line",)
+
+    def __init__(self, line: GrepLine) -> None:
+        super().__init__(line.path, 1, b"", 0, 0, 0)
+        self._line = line
+
+    def lines(self) -> Iterator[GrepLine]:
+        yield self._line
+
+
 class GitRepository:
     def __init__(self, path: Path, *, timeout: float) -> None:
         executable = shutil.which("git")
@@ -133,16 +198,21 @@ class GitRepository:
         self.path, self.timeout, self._git = path, timeout, executable
         self._sha256: dict[str, str] = {}
         self._environment = {**_CLEAN_ENVIRONMENT, "PATH": str(Path(executable).parent)}
+        self._bare: str | None = None
+        self._bare_environment: dict[str, str] = {}
+        self._bare_lock = threading.Lock()
 
-    def _stream(self, arguments: Sequence[str], *, stdin: bytes = b"", ok_codes: tuple[int, ...] = (0,)
-                ) -> Generator[bytes, None, None]:
+    def _stream(self, arguments: Sequence[str], *, stdin: bytes = b"", ok_codes: tuple[int, ...] = (0,),
+                bare: bool = False) -> Generator[bytes, None, None]:
         """git's standard output, chunk by chunk, all within the time limit. Closing the generator
-        early stops git; its exit status is checked only when the output was read to the end."""
-        command = [self._git, "--no-pager", "-C", str(self.path), *_PINNED_CONFIG, *arguments]
+        early stops git; its exit status is checked only when the output was read to the end.
+        ``bare``: in the private bare repository that reads this one's objects (see :meth:`_bare_git`)."""
+        where, environment = self._bare_git() if bare else (str(self.path), self._environment)
+        command = [self._git, "--no-pager", "-C", where, *_PINNED_CONFIG, *arguments]
         deadline = time.monotonic() + self.timeout
         try:
             process = subprocess.Popen(command, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._environment)
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment)
         except OSError:
             logger.exception("git could not be started")
             raise ResearchUnavailable("git could not be started on the server.") from None
@@ -206,6 +276,34 @@ class GitRepository:
     def _run(self, arguments: Sequence[str], *, stdin: bytes = b"", ok_codes: tuple[int, ...] = (0,)) -> bytes:
         return b"".join(self._stream(arguments, stdin=stdin, ok_codes=ok_codes))
 
+    def _bare_git(self) -> tuple[str, dict[str, str]]:
+        """(folder, environment) of a private, empty bare repository (made once, in a temporary folder
+        removed with this object or at exit, again if that folder went away) whose object store is this
+        repository's (``GIT_OBJECT_DIRECTORY``, so its alternates count too, from a work tree, a linked
+        worktree or a bare repository alike). Being bare and new, it has no working tree, index,
+        ``info/attributes``, refs or configuration of the repository's: git reads no attributes there,
+        whatever the repository holds."""
+        with self._bare_lock:
+            if self._bare is None or not os.path.isfile(os.path.join(self._bare, "HEAD")):
+                output = self._run(["rev-parse", "--git-path", "objects", "--show-object-format"])
+                objects, _, object_format = output.decode("utf-8", "surrogateescape").rstrip("\n").rpartition("\n")
+                environment = {**self._environment, "GIT_OBJECT_DIRECTORY": str(self.path / objects)}
+                folder = ""
+                try:
+                    folder = tempfile.mkdtemp(prefix="armarius-git-")
+                    weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
+                    subprocess.run([self._git, "--no-pager", "init", "--quiet", "--bare", "--template=",
+                                    f"--object-format={object_format}", folder],
+                                   env=self._environment, capture_output=True, check=True, timeout=self.timeout)
+                except (OSError, subprocess.SubprocessError):
+                    if folder:
+                        shutil.rmtree(folder, ignore_errors=True)
+                    logger.exception("git could not make the bare repository to search in")
+                    raise ResearchUnavailable("The source repository could not be read; the operator was told "
+                                              "in the log.") from None
+                self._bare, self._bare_environment = folder, environment
+            return self._bare, self._bare_environment
+
     def prefix(self) -> str:
         """The folder's place inside its repository's work tree: '' at the top, in a bare repository or outside."""
         return self._run(["rev-parse", "--show-prefix"], ok_codes=(0, 128)).decode("utf-8", "replace").strip()
@@ -235,7 +333,7 @@ class GitRepository:
         arguments = [*_grep_options(whole_word), "-c", "-e", pattern, commit, "--"]
         if pathspec:
             arguments.append(pathspec)
-        with closing(self._stream(arguments, ok_codes=(0, 1))) as chunks:
+        with closing(self._stream(arguments, ok_codes=(0, 1), bare=True)) as chunks:
             yield from _grep_counts(chunks, commit.encode("ascii") + b":")
 
     def grep(self, commit: str, pattern: str, *, whole_word: bool, pathspec: str | None = None,
@@ -245,7 +343,7 @@ class GitRepository:
         batches = _batches(files) if files is not None else iter([[pathspec] if pathspec else []])
         for batch in batches:  # no files, no batch: an empty list of files never means the whole tree
             arguments = [*_grep_options(whole_word), "-n", "-e", pattern, commit, "--", *batch]
-            with closing(self._stream(arguments, ok_codes=(0, 1))) as chunks:
+            with closing(self._stream(arguments, ok_codes=(0, 1), bare=True)) as chunks:
                 yield from _grep_runs(chunks, commit.encode("ascii") + b":")
 
     def blob_chunks(self, blob_id: str) -> Generator[bytes, None, None]:
@@ -301,7 +399,8 @@ def _batches(paths: Sequence[str]) -> Iterator[list[str]]:
 
 
 def _grep_options(whole_word: bool) -> list[str]:
-    """``git grep -F`` over a commit's blobs: binary files skipped, no text conversion, NUL after names."""
+    """``git grep -F`` over a commit's blobs: binary files skipped (in the bare repository without
+    attributes: a NUL in the first 8,000 bytes), no text conversion, NUL after names."""
     return ["grep", "-z", "-I", "-F", "--no-textconv", "--no-recurse-submodules", *(["-w"] if whole_word else [])]
 
 
@@ -327,11 +426,26 @@ def _grep_counts(chunks: Iterator[bytes], name_prefix: bytes) -> Iterator[tuple[
 
 def _grep_runs(chunks: Iterator[bytes], name_prefix: bytes) -> Iterator[GrepRun]:
     """Runs of ``git grep -z -n`` records from its output chunks. Records of a name holding a newline
-    come one at a time; everything else a run per file and chunk, found by one regular expression."""
+    come one at a time; everything else a run per file and chunk, found by one regular expression.
+    A record whose line is longer than ``LINE_BYTES`` comes alone too, with the start of its line
+    (its end is looked for in each new chunk only, so the work stays linear in the output)."""
     leftover = pending = name = b""
     path = ""
+    long: tuple[bytes, bytes, LineStart] | None = None  # name, line number and text of an unfinished long record
     for chunk in chunks:
-        block = leftover + chunk if leftover else chunk
+        start = 0  # where the chunk's records begin (after the end of a long record)
+        if long is not None:
+            newline = chunk.find(b"\n")
+            long[2].add(chunk if newline < 0 else memoryview(chunk)[:newline])
+            if newline < 0:
+                continue
+            raw_name, number, text = long
+            text.end()
+            if not number.isdigit():
+                raise ResearchUnavailable("The source repository answered in a form that could not be read.")
+            yield _LongRun(GrepLine(_decode_name(raw_name, name_prefix), int(number), text))
+            long, start = None, newline + 1
+        block = leftover + chunk if leftover else chunk[start:]  # a long record leaves no leftover
         end = block.rfind(b"\n") + 1
         leftover = block[end:]
         position = 0
@@ -353,8 +467,22 @@ def _grep_runs(chunks: Iterator[bytes], name_prefix: bytes) -> Iterator[GrepRun]
             stop = match.end()
             yield GrepRun(path, block.count(b"\n", position, stop), block, position, stop, len(name) + 1)
             position = stop
-    if leftover or pending:
+        if len(leftover) > LINE_BYTES:
+            long = _long_record(pending + leftover)
+            if long is not None:
+                leftover = pending = b""
+    if leftover or pending or long is not None:
         raise ResearchUnavailable("The source repository answered in a form that could not be read.")
+
+
+def _long_record(start: bytes) -> tuple[bytes, bytes, LineStart] | None:
+    """(name, line number, text so far) of a record that has come as far as its text; None while its
+    name and number are still coming."""
+    name_end = start.find(b"\0")
+    number_end = start.find(b"\0", name_end + 1) if name_end >= 0 else -1
+    if number_end < 0:
+        return None
+    return start[:name_end], start[name_end + 1:number_end], LineStart(memoryview(start)[number_end + 1:])
 
 
 def _decode_name(raw: bytes, prefix: bytes) -> str:

@@ -24,7 +24,16 @@ from typing import Any
 
 from armarius.errors import InvalidInput, NotFound, ResearchUnavailable, echo
 from armarius.research.config import GitSource, SourceLimits
-from armarius.research.git import BLOB_MODES, GITLINK_MODE, SYMLINK_MODE, GrepLine, GrepRun, TreeEntry, TreeIndex
+from armarius.research.git import (
+    BLOB_MODES,
+    GITLINK_MODE,
+    SYMLINK_MODE,
+    GrepLine,
+    GrepRun,
+    LineStart,
+    TreeEntry,
+    TreeIndex,
+)
 from armarius.research.paths import check_tree_path, is_under, named, shown_path
 
 LEXICAL_NOTE = (
@@ -63,8 +72,14 @@ def _symbol(value: str) -> str:
     return value
 
 
-def _text(raw: bytes, limit: int) -> tuple[str, bool, bool]:
-    """(text, truncated, not_utf8) of one line (without a CRLF's CR), cut to ``limit`` characters."""
+def _text(raw: bytes | LineStart, limit: int) -> tuple[str, bool, bool]:
+    """(text, truncated, not_utf8) of one line (without a CRLF's CR), cut to ``limit`` characters. A line
+    longer than ``LINE_BYTES`` comes as its start (``cut``), whose first ``4 * limit + 4`` bytes hold more
+    than ``limit`` characters (of four bytes at most): the same answer as from the whole line."""
+    if isinstance(raw, LineStart):
+        if raw.cut:
+            return raw.head[:4 * limit + 4].decode("utf-8", "replace")[:limit], True, not raw.utf8
+        raw = bytes(raw.head)
     raw = raw.removesuffix(b"\r")
     try:
         text, not_utf8 = raw.decode("utf-8"), False
@@ -362,7 +377,8 @@ def _read(source: GitSource, arguments: dict[str, Any]) -> dict[str, Any]:
 class _LineReader:
     """Lines ``start`` to ``stop`` of a blob that arrives in chunks, as git counts lines (a lone CR
     does not end one). Every line is counted and the blob hashed; only the wanted lines are kept, until
-    the byte limit fills the answer (``full``). Memory: the kept lines and the longest one of them."""
+    the byte limit fills the answer (``full``). Memory: the kept lines, and of a wanted line that goes
+    on past a chunk no more than its start (a :class:`LineStart`), however long it is."""
 
     def __init__(self, limits: SourceLimits, start: int, stop: int) -> None:
         self.limits, self.start, self.stop = limits, start, stop
@@ -371,7 +387,7 @@ class _LineReader:
         self.full = False
         self.sha256 = hashlib.sha256()
         self._head = b""  # the first bytes, where git looks for a NUL to call a file binary
-        self._partial = b""  # the start of a wanted line whose end has not come yet
+        self._partial: LineStart | None = None  # the start of a wanted line whose end has not come yet
         self._open = False  # the bytes so far end inside a line
 
     def _wanted(self) -> bool:
@@ -401,10 +417,16 @@ class _LineReader:
                 return
             newline = chunk.find(b"\n", position)
             if newline < 0:
-                self._partial += chunk[position:]
+                if self._partial is None:
+                    self._partial = LineStart()
+                self._partial.add(memoryview(chunk)[position:])
                 return
-            self._take(self._partial + chunk[position:newline])
-            self._partial = b""
+            if self._partial is None:
+                self._take(chunk[position:newline])
+            else:
+                self._partial.add(memoryview(chunk)[position:newline])
+                self._take(self._partial)
+                self._partial = None
             self.number += 1
             position = newline + 1
 
@@ -412,11 +434,13 @@ class _LineReader:
         """The number of lines (a last line without a newline counts)."""
         if self._open:
             if self._wanted():
-                self._take(self._partial)
+                self._take(self._partial or b"")
             self.number += 1
         return self.number
 
-    def _take(self, raw: bytes) -> None:
+    def _take(self, raw: bytes | LineStart) -> None:
+        if isinstance(raw, LineStart):
+            raw.end()
         text, cut, not_utf8 = _text(raw, self.limits.max_line_length)
         if self.lines and self.size + _size(text) > self.limits.max_bytes:  # at least one line, so reading moves on
             self.full = True
