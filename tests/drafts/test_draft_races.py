@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -40,7 +41,7 @@ from armarius.app import Armarius
 from armarius.audit import chain as audit
 from armarius.auth.model import Actor
 from armarius.config import Settings
-from armarius.errors import ApprovalUsed, ArmariusError
+from armarius.errors import ApprovalUsed
 from tests.helpers import OwnerSQL, Team, make_team
 from tests.racers import TIMEOUT, Outcome, ProcessRacers, Racers, ThreadRacers, as_outcome
 
@@ -199,16 +200,41 @@ def test_one_token_one_operation_eight_threads_replay(app: Armarius, team: Team,
     assert rounds.categories == {"1 created, 7 replayed": SAME_OPERATION_ROUNDS}
 
 
-def test_a_reapproval_racing_the_old_approval_never_lets_both_work(app: Armarius, team: Team) -> None:
+@dataclass(frozen=True)
+class Decision:
+    """A human's decision that races the agent's create_draft with the approval it collected before."""
+
+    #: The decision's answer for a proposal, as data.
+    decide: Callable[[Armarius, Team, int], Any]
+    #: What it answers when it comes first, for (proposal, the approval it ends).
+    answer: Callable[[int, int], Any]
+    #: create_draft's refusal then (approval_expired's reason), and the proposal's approvals' outcomes.
+    reason: str
+    outcomes: tuple[str, ...]
+
+
+def _approve_again(app: Armarius, team: Team, proposal: int) -> tuple[int | None, str | None]:
+    issued = app.drafts.approve(team.human, proposal_id=proposal)
+    return issued.replaces, issued.replaced_outcome
+
+
+DECISIONS = {
+    "approve again": Decision(_approve_again, lambda _proposal, approval: (approval, "superseded"), "superseded",
+                              ("superseded", "issued")),
+    "reject": Decision(lambda app, team, proposal: app.drafts.reject(team.human, proposal, "Withdrawn."),
+                       lambda proposal, approval: {"proposal": proposal, "status": "rejected",
+                                                   "withdrawn_approval": approval}, "withdrawn", ("withdrawn",)),
+}
+
+
+@pytest.mark.parametrize("decision", DECISIONS.values(), ids=DECISIONS.keys())
+def test_a_human_s_decision_racing_the_approval_never_lets_both_work(app: Armarius, team: Team,
+                                                                     decision: Decision) -> None:
     barrier = threading.Barrier(2, timeout=TIMEOUT)
 
-    def reapprove(proposal: int) -> Outcome:
+    def decide(proposal: int) -> Outcome:
         barrier.wait()
-        try:
-            issued = app.drafts.approve(team.human, proposal_id=proposal)
-            return {"ok": (issued.replaces, issued.replaced_outcome)}
-        except ArmariusError as error:
-            return {"code": error.code, "details": error.details}
+        return as_outcome(decision.decide, app, team, proposal)
 
     def create(payload: dict[str, str], token: str, operation: str) -> Outcome:
         barrier.wait()
@@ -218,25 +244,26 @@ def test_a_reapproval_racing_the_old_approval_never_lets_both_work(app: Armarius
     expected: dict[int, list[str]] = {}
     with ThreadPoolExecutor(max_workers=2) as pool:
         for number in range(REAPPROVAL_ROUNDS):
-            payload = payload_for("reapproval", number)
+            payload = payload_for("decision", number)
             proposed = app.drafts.propose(team.agent, payload)
             first = app.drafts.approve(team.human, proposal_id=proposed["proposal"])
             token = app.drafts.proposal_status(team.agent, proposed["proposal"], proposed["collection_key"])["approval"]
-            created_future = pool.submit(create, payload, token, f"op-reapproval-{number}")
-            again = pool.submit(reapprove, proposed["proposal"]).result(timeout=2 * TIMEOUT)
+            created_future = pool.submit(create, payload, token, f"op-decision-{number}")
+            decided = pool.submit(decide, proposed["proposal"]).result(timeout=2 * TIMEOUT)
             created = created_future.result(timeout=2 * TIMEOUT)
-            context = f"round {number}: create {created}, approve again {again}"
+            context = f"round {number}: create {created}, decision {decided}"
             assert "exception" not in created, f"{context}\n{created['traceback']}"
+            assert "exception" not in decided, f"{context}\n{decided['traceback']}"
             if created.get("ok") == {"slug": payload["slug"], "draft": True, "replayed": False}:
-                assert (again.get("code"), again.get("details", {}).get("status")) == ("conflict", "drafted"), context
-                categories["created, re-approval refused"] += 1
+                assert (decided.get("code"), decided["details"].get("status")) == ("conflict", "drafted"), context
+                categories["created, the decision refused"] += 1
                 expected[proposed["proposal"]] = ["consumed"]
             else:
-                assert (created.get("code"), created["details"].get("reason")) == ("approval_expired", "superseded"), \
-                    context
-                assert again.get("ok") == (first.approval_id, "superseded"), context
-                categories["superseded, create_draft refused"] += 1
-                expected[proposed["proposal"]] = ["superseded", "issued"]
+                assert (created.get("code"), created["details"].get("reason")) == ("approval_expired",
+                                                                                   decision.reason), context
+                assert decided.get("ok") == decision.answer(proposed["proposal"], first.approval_id), context
+                categories["decided, create_draft refused"] += 1
+                expected[proposed["proposal"]] = list(decision.outcomes)
     assert categories.total() == REAPPROVAL_ROUNDS
     with OwnerSQL(app.settings) as sql:
         rows = sql.rows("SELECT proposal_id, outcome, sealed_token IS NOT NULL FROM approvals WHERE workspace_id = ? "
@@ -248,57 +275,7 @@ def test_a_reapproval_racing_the_old_approval_never_lets_both_work(app: Armarius
         stored.setdefault(proposal, []).append(outcome)
         assert bool(sealed) == (outcome == "issued"), (proposal, outcome)  # a sealed copy only while live
     assert stored == expected
-    assert len(drafts) == categories["created, re-approval refused"]
-    _, broken = audit.verify_chain(app.database, team.agent.workspace_id)
-    assert broken is None, broken
-
-
-def test_a_rejection_racing_the_approval_never_lets_both_work(app: Armarius, team: Team) -> None:
-    barrier = threading.Barrier(2, timeout=TIMEOUT)
-
-    def reject(proposal: int) -> Outcome:
-        barrier.wait()
-        return as_outcome(app.drafts.reject, team.human, proposal, "Withdrawn.")
-
-    def create(payload: dict[str, str], token: str, operation: str) -> Outcome:
-        barrier.wait()
-        return attempt(app, team.agent, payload, token, operation)
-
-    categories: Counter[str] = Counter()
-    expected: dict[int, list[str]] = {}
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        for number in range(REAPPROVAL_ROUNDS):
-            payload = payload_for("rejection", number)
-            proposed = app.drafts.propose(team.agent, payload)
-            issued = app.drafts.approve(team.human, proposal_id=proposed["proposal"])
-            token = app.drafts.proposal_status(team.agent, proposed["proposal"], proposed["collection_key"])["approval"]
-            created_future = pool.submit(create, payload, token, f"op-rejection-{number}")
-            rejected = pool.submit(reject, proposed["proposal"]).result(timeout=2 * TIMEOUT)
-            created = created_future.result(timeout=2 * TIMEOUT)
-            context = f"round {number}: create {created}, reject {rejected}"
-            assert "exception" not in created, context
-            assert "exception" not in rejected, context
-            if created.get("ok") == {"slug": payload["slug"], "draft": True, "replayed": False}:
-                assert (rejected.get("code"), rejected["details"].get("status")) == ("conflict", "drafted"), context
-                categories["created, rejection refused"] += 1
-                expected[proposed["proposal"]] = ["consumed"]
-            else:
-                assert (created.get("code"), created["details"].get("reason")) == ("approval_expired", "withdrawn"), \
-                    context
-                assert rejected.get("ok") == {"proposal": proposed["proposal"], "status": "rejected",
-                                              "withdrawn_approval": issued.approval_id}, context
-                categories["withdrawn, create_draft refused"] += 1
-                expected[proposed["proposal"]] = ["withdrawn"]
-    assert categories.total() == REAPPROVAL_ROUNDS
-    with OwnerSQL(app.settings) as sql:
-        rows = sql.rows("SELECT proposal_id, outcome FROM approvals WHERE workspace_id = ? ORDER BY id",
-                        (team.agent.workspace_id,))
-        drafts = sql.rows("SELECT slug FROM drafts WHERE workspace_id = ?", (team.agent.workspace_id,))
-    stored: dict[int, list[str]] = {}
-    for proposal, outcome in rows:
-        stored.setdefault(proposal, []).append(outcome)
-    assert stored == expected
-    assert len(drafts) == categories["created, rejection refused"]
+    assert len(drafts) == categories["created, the decision refused"]
     _, broken = audit.verify_chain(app.database, team.agent.workspace_id)
     assert broken is None, broken
 
