@@ -113,8 +113,20 @@ def test_reject_and_self_approval(app: Armarius, settings: Settings, team: Team)
     assert refused.exit_code == 4
     assert "separation of duties" in refused.stderr
     rejected = as_human(team, settings, "--json", "drafts", "reject", str(mine["proposal"]), "--note", "too vague")
-    assert json.loads(rejected.stdout) == {"proposal": mine["proposal"], "status": "rejected"}
+    assert json.loads(rejected.stdout) == {"proposal": mine["proposal"], "status": "rejected",
+                                           "withdrawn_approval": None}
     assert approvals(app, team) == []
+
+
+def test_rejecting_an_approved_proposal_says_its_approval_is_withdrawn(app: Armarius, settings: Settings,
+                                                                      team: Team) -> None:
+    proposed = app.drafts.propose(team.agent, dict(PAYLOAD))
+    issued = app.drafts.approve(team.human, proposal_id=proposed["proposal"])
+    rejected = as_human(team, settings, "drafts", "reject", str(proposed["proposal"]), "--note", "wrong date")
+    assert rejected.exit_code == 0, rejected.stderr
+    assert rejected.stdout.strip() == (f"Proposal {proposed['proposal']} rejected. Its approval {issued.approval_id} "
+                                       "is withdrawn: the token no longer works.")
+    assert [row["outcome"] for row in approvals(app, team)] == ["withdrawn"]
 
 
 def test_an_agent_cannot_approve_from_the_cli(app: Armarius, settings: Settings, team: Team, tmp_path: Path) -> None:
