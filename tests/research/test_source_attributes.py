@@ -9,7 +9,10 @@ neither hide pinned code behind a complete, empty answer nor make a binary file 
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -210,3 +213,44 @@ def test_a_temporary_folder_that_cannot_be_made_is_research_unavailable(tmp_path
     assert str(tmp_path) not in refused.value.message
     monkeypatch.undo()
     assert hits(answer(service, QUERIES[0])) == EXPECTED
+
+
+_HOLD_A_SEARCH_FOLDER = """
+import sys
+from pathlib import Path
+from armarius.research.git import GitRepository
+repository = GitRepository(Path(sys.argv[1]), timeout=30)
+folder, _ = repository._bare_git()
+print(folder, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_search_folder_a_killed_process_left_is_removed_by_the_next_one_made(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each process removes its own search folder when it ends; one SIGKILLed leaves it behind, and the next
+    folder made (by any process) removes it. A folder a live process holds stays."""
+    repo = build_attributes_repo(tmp_path / "repo")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    environment = {**os.environ, "TMPDIR": str(scratch)}
+    children = [subprocess.Popen([sys.executable, "-c", _HOLD_A_SEARCH_FOLDER, str(repo.path)], env=environment,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        live, killed = (Path(child.stdout.readline().strip()) for child in children if child.stdout is not None)
+        children[1].kill()
+        children[1].wait()
+        assert killed.is_dir()
+        monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+        service = ResearchService(open_config(tmp_path, repo))
+        assert hits(answer(service, QUERIES[0])) == EXPECTED
+        assert not killed.exists()
+        assert live.is_dir()
+        assert len(list(scratch.iterdir())) == 2  # the live child's and this process's
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+            if child.stdin is not None and child.stdout is not None:
+                child.stdin.close()
+                child.stdout.close()

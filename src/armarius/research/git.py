@@ -277,10 +277,11 @@ class GitRepository:
         return b"".join(self._stream(arguments, stdin=stdin, ok_codes=ok_codes))
 
     def _bare_git(self) -> tuple[str, dict[str, str]]:
-        """(folder, environment) of a private, empty bare repository (made once, in a temporary folder
-        removed with this object or at exit, again if that folder went away) whose object store is this
-        repository's (``GIT_OBJECT_DIRECTORY``, so its alternates count too, from a work tree, a linked
-        worktree or a bare repository alike). Being bare and new, it has no working tree, index,
+        """(folder, environment) of a private, empty bare repository whose object store is this repository's
+        (``GIT_OBJECT_DIRECTORY``, so its alternates count too, from a work tree, a linked worktree or a bare
+        repository alike). It is made once, in a temporary folder removed with this object or at exit (and
+        made again if that folder went away); a process killed before it removed its own leaves one behind,
+        which the next one made removes (:func:`_remove_orphans`). Being bare and new, it has no working tree, index,
         ``info/attributes``, refs or configuration of the repository's: git reads no attributes there,
         whatever the repository holds."""
         with self._bare_lock:
@@ -290,8 +291,10 @@ class GitRepository:
                 environment = {**self._environment, "GIT_OBJECT_DIRECTORY": str(self.path / objects)}
                 folder = ""
                 try:
-                    folder = tempfile.mkdtemp(prefix="armarius-git-")
-                    weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
+                    folder = tempfile.mkdtemp(prefix=_SEARCH_FOLDER_PREFIX)
+                    held = _hold(folder)
+                    weakref.finalize(self, _remove_held, folder, held)
+                    _remove_orphans(os.path.dirname(folder))
                     subprocess.run([self._git, "--no-pager", "init", "--quiet", "--bare", "--template=",
                                     f"--object-format={object_format}", folder],
                                    env=self._environment, capture_output=True, check=True, timeout=self.timeout)
@@ -381,6 +384,45 @@ def _write(fd: int, data: memoryview) -> int:
         return 0
     except BrokenPipeError:  # git stopped reading: what it says about that comes on stdout and stderr
         return len(data)
+
+
+_SEARCH_FOLDER_PREFIX = "armarius-git-"
+#: Held (flock) by the process that made a search folder, for as long as it may use it.
+_HELD = "armarius.lock"
+
+
+def _hold(folder: str) -> int:
+    """Lock the search folder for this process's lifetime (the lock goes with the process, however it ends)."""
+    held = os.open(os.path.join(folder, _HELD), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return held
+
+
+def _remove_held(folder: str, held: int) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    os.close(held)
+
+
+def _remove_orphans(parent: str) -> None:
+    """Remove the search folders whose process ended without removing its own (killed): those whose lock
+    nobody holds. A folder another process still uses, or another user's, is left alone."""
+    try:
+        entries = [entry for entry in os.scandir(parent)
+                   if entry.name.startswith(_SEARCH_FOLDER_PREFIX) and entry.is_dir(follow_symlinks=False)]
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            held = os.open(os.path.join(entry.path, _HELD), os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue  # being made (its lock comes first thing), someone else's, or not ours at all
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(held)
+            continue  # in use
+        shutil.rmtree(entry.path, ignore_errors=True)
+        os.close(held)
 
 
 def _batches(paths: Sequence[str]) -> Iterator[list[str]]:
