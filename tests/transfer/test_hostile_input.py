@@ -189,31 +189,6 @@ def test_a_file_name_that_is_not_utf8_is_refused(app: Armarius, settings: Settin
     assert "caf\\xe9.md: the file name is not UTF-8" in message, message
 
 
-BAD_FRONT_MATTER = {
-    "an alias bomb": (b"---\na: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
-                      b"c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
-                      b"e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
-                      b"g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]\n"
-                      b"title: *h\ntags: *h\n---\nBody\n", "bad.md line 2", "anchors or aliases"),
-    "an anchor alone": (b"---\ntitle: &t Fine\n---\nBody\n", "bad.md line 2", "anchors or aliases"),
-    "a title that is a list": (b"---\ntitle: [a, b]\n---\nBody\n", "bad.md line 2", "its title is not text"),
-    "a slug that is a number": (b"---\nslug: 5\n---\nBody\n", "bad.md line 2", "its slug is not text"),
-    "tags that are a mapping": (b"---\ntags: {a: b}\n---\nBody\n", "bad.md line 2", "its tags are neither"),
-    "tags that are nested lists": (b"---\ntags: [[a, b]]\n---\nBody\n", "bad.md line 2", "its tags are neither"),
-}
-
-
-@pytest.mark.parametrize("case", BAD_FRONT_MATTER)
-def test_front_matter_of_the_wrong_shape_is_refused(app: Armarius, settings: Settings, team: Team, tmp_path: Path,
-                                                    case: str) -> None:
-    content, where, problem = BAD_FRONT_MATTER[case]
-    write_vault(tmp_path / "vault")
-    (tmp_path / "vault" / "bad.md").write_bytes(content)
-    message = refused(app, settings, team, "markdown", str(tmp_path / "vault"))
-    assert f"{where}: front matter" in message, message
-    assert problem in message, message
-
-
 def test_tags_may_be_scalars_yaml_reads_as_numbers(app: Armarius, settings: Settings, team: Team,
                                                    tmp_path: Path) -> None:
     (tmp_path / "vault").mkdir()

@@ -198,6 +198,17 @@ BAD_NOTES = {
     "unclosed front matter": (b"---\ntitle: Fine\nBody\n", "bad.md line 1", "never closed"),
     "a file that is not UTF-8": (b"caf\xe9\nline two\n", "bad.md line 1", "not UTF-8"),
     "a NUL in the body": (b"a\x00b\n", "bad.md", "NUL"),
+    # Front matter of the wrong shape, or with YAML anchors or aliases (an alias bomb grows tenfold a level).
+    "an alias bomb": (b"---\na: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+                      b"c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+                      b"e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+                      b"g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]\n"
+                      b"title: *h\ntags: *h\n---\nBody\n", "bad.md line 2", "anchors or aliases"),
+    "an anchor alone": (b"---\ntitle: &t Fine\n---\nBody\n", "bad.md line 2", "anchors or aliases"),
+    "a title that is a list": (b"---\ntitle: [a, b]\n---\nBody\n", "bad.md line 2", "its title is not text"),
+    "a slug that is a number": (b"---\nslug: 5\n---\nBody\n", "bad.md line 2", "its slug is not text"),
+    "tags that are a mapping": (b"---\ntags: {a: b}\n---\nBody\n", "bad.md line 2", "its tags are neither"),
+    "tags that are nested lists": (b"---\ntags: [[a, b]]\n---\nBody\n", "bad.md line 2", "its tags are neither"),
 }
 
 
