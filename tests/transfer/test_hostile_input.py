@@ -1,7 +1,7 @@
 """Hostile or malformed sources, through the CLI on both engines: a forged Armarius export (its end
 line is a checksum anyone can recompute), rows of the wrong type, forged authorship, symbolic links
-and bad names in a Markdown folder, YAML alias bombs; each refused clearly (or left out, named) with
-nothing written."""
+and bad names in a Markdown folder; each refused clearly (or left out, named) with nothing written.
+(Front matter of the wrong shape and YAML alias bombs are among test_import's bad notes.)"""
 
 from __future__ import annotations
 
