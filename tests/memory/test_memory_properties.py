@@ -291,8 +291,10 @@ def test_recall_finds_a_word_among_arbitrary_noise(app: Armarius, corpus: Team, 
 
 
 #: Characters that show as nothing though no category above says so: the Hangul fillers, the blank braille
-#: pattern, the combining grapheme joiner and the Khmer inherent vowels.
-BLANK_OR_IGNORED = frozenset("\u115f\u1160\u3164\uffa0\u2800\u034f\u17b4\u17b5")
+#: pattern, the combining grapheme joiner, the Khmer inherent vowels, the Mongolian free variation selectors
+#: and the variation selectors but U+FE0E and U+FE0F (which choose how an emoji shows).
+BLANK_OR_IGNORED = frozenset("\u115f\u1160\u3164\uffa0\u2800\u034f\u17b4\u17b5\u180b\u180c\u180d\u180f"
+                             + "".join(map(chr, [*range(0xFE00, 0xFE0E), *range(0xE0100, 0xE01F0)])))
 
 
 @ON_ENGINES

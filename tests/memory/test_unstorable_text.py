@@ -55,8 +55,10 @@ def test_unstorable_text_is_refused_in_every_written_field(app: Armarius, team: 
     assert state(app, team) == before
 
 
-#: Characters that show as nothing although Unicode classes them as letters, symbols or marks.
-BLANK_OR_IGNORED = ["\u115f", "\u1160", "\u3164", "\uffa0", "\u2800", "\u034f", "\u17b4", "\u17b5"]
+#: Characters that show as nothing although Unicode classes them as letters, symbols or marks (the variation
+#: selectors but the two that choose how an emoji shows).
+BLANK_OR_IGNORED = ["\u115f", "\u1160", "\u3164", "\uffa0", "\u2800", "\u034f", "\u17b4", "\u17b5", "\u180b",
+                    "\u180f", "\ufe00", "\ufe0d", "\U000e0100", "\U000e01ef"]
 
 
 @pytest.mark.parametrize("char", BLANK_OR_IGNORED, ids=lambda char: f"U+{ord(char):04X}")
@@ -75,6 +77,13 @@ def test_a_title_that_hides_characters_is_refused_everywhere_a_title_is_written(
         assert refused.value.details["field"] == "title"
         assert re.search(EVIDENCE_TITLE["not"]["pattern"], title), "the published pattern refuses it too"
     assert state(app, team) == before
+
+
+def test_an_emoji_s_presentation_selector_is_no_hidden_character(app: Armarius, team: Team) -> None:
+    written = app.memory.remember(team.agent, RememberRequest("ops/done", "\u2714\ufe0f Done", "All done."))
+    assert written["status"] == "written"
+    assert app.memory.read(team.agent, "ops/done")["title"] == "\u2714\ufe0f Done"
+    assert not re.search(EVIDENCE_TITLE["not"]["pattern"], "\u2714\ufe0f Done")
 
 
 def test_a_draft_rejection_note_is_bounded(app: Armarius, team: Team) -> None:

@@ -254,3 +254,32 @@ def test_a_search_folder_a_killed_process_left_is_removed_by_the_next_one_made(t
             if child.stdin is not None and child.stdout is not None:
                 child.stdin.close()
                 child.stdout.close()
+
+
+def test_a_blob_the_clone_never_fetched_is_no_evidence_of_absence(tmp_path: Path) -> None:
+    """A partial clone lacks blobs; Armarius never fetches them, and a search that cannot read one says that it
+    could not read the source instead of answering an empty, complete result (git grep exits 1 all the same)."""
+    origin = build_attributes_repo(tmp_path / "origin")
+    origin.git("config", "uploadpack.allowFilter", "true")
+    git(tmp_path, "clone", "-q", "--filter=blob:none", "--no-checkout", f"file://{origin.path}", "partial")
+    partial = Repo(tmp_path / "partial", origin.pin)
+    service = ResearchService(open_config(tmp_path, partial))
+    with pytest.raises(ArmariusError) as refused:
+        service.query(dict(QUERIES[0]))
+    assert refused.value.code == "research_unavailable"
+
+
+def test_a_search_folder_made_again_lets_go_of_the_last_one(tmp_path: Path) -> None:
+    """Every time the search folder is made again (a cleaner of the temporary folder removed it), the lock of
+    the last one is let go: no file descriptor is left open."""
+    repository = build_attributes_repo(tmp_path / "repo")
+    config = open_config(tmp_path, repository)
+    service = ResearchService(config)
+    assert hits(answer(service, QUERIES[0])) == EXPECTED
+    opened = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        bare = config.sources["app"].repository._bare
+        assert bare is not None
+        shutil.rmtree(bare)
+        assert hits(answer(service, QUERIES[0])) == EXPECTED
+    assert len(os.listdir("/proc/self/fd")) == opened

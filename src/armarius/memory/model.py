@@ -80,9 +80,15 @@ def check_slug(slug: Any, field: str = "slug") -> str:
     return slug
 
 
-#: Default-ignorable marks that change nothing a reader sees (the combining grapheme joiner, the Khmer
-#: inherent vowels), which a title may not hold next to the categories below and textview.BLANK_LOOKALIKES.
-_IGNORABLE_MARKS = frozenset("\u034f\u17b4\u17b5")
+#: Default-ignorable marks that change nothing a reader sees after a letter, which a title may not hold next
+#: to the categories below and textview.BLANK_LOOKALIKES: the combining grapheme joiner, the Khmer inherent
+#: vowels, the Mongolian free variation selectors and the variation selectors but the two that choose how an
+#: emoji shows (U+FE0E, U+FE0F: "✔️" is written with one).
+_IGNORABLE_MARKS = frozenset(
+    "\u034f\u17b4\u17b5\u180b\u180c\u180d\u180f"
+    + "".join(map(chr, range(0xFE00, 0xFE0E)))
+    + "".join(map(chr, range(0xE0100, 0xE01F0)))
+)
 
 
 def invisible_in_title(char: str) -> bool:

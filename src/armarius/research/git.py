@@ -34,6 +34,7 @@ from contextlib import closing, suppress
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from armarius.errors import ResearchUnavailable
 from armarius.research.paths import shown_path
@@ -201,12 +202,16 @@ class GitRepository:
         self._bare: str | None = None
         self._bare_environment: dict[str, str] = {}
         self._bare_lock = threading.Lock()
+        #: Removes the bare repository's folder and lets go of its lock (when this object goes, or at exit).
+        self._bare_removal: weakref.finalize[Any, GitRepository] | None = None
 
     def _stream(self, arguments: Sequence[str], *, stdin: bytes = b"", ok_codes: tuple[int, ...] = (0,),
                 bare: bool = False) -> Generator[bytes, None, None]:
         """git's standard output, chunk by chunk, all within the time limit. Closing the generator
         early stops git; its exit status is checked only when the output was read to the end.
-        ``bare``: in the private bare repository that reads this one's objects (see :meth:`_bare_git`)."""
+        ``bare``: a search, in the private bare repository that reads this one's objects (see
+        :meth:`_bare_git`), which must also write nothing to its standard error: ``git grep`` that cannot
+        read a blob (one a partial clone never fetched) says so there, and still exits 0 or 1."""
         where, environment = self._bare_git() if bare else (str(self.path), self._environment)
         command = [self._git, "--no-pager", "-C", where, *_PINNED_CONFIG, *arguments]
         deadline = time.monotonic() + self.timeout
@@ -222,7 +227,7 @@ class GitRepository:
                 returncode = process.wait(max(deadline - time.monotonic(), 0.001))
             except subprocess.TimeoutExpired:
                 raise self._timed_out() from None
-            if returncode not in ok_codes:
+            if returncode not in ok_codes or (bare and stderr):
                 logger.warning("git %s failed (%s): %s", arguments[0], returncode,
                                stderr[:500].decode("utf-8", "replace"))
                 raise ResearchUnavailable("The source repository could not be read; the operator was told in the log.")
@@ -279,31 +284,28 @@ class GitRepository:
     def _bare_git(self) -> tuple[str, dict[str, str]]:
         """(folder, environment) of a private, empty bare repository whose object store is this repository's
         (``GIT_OBJECT_DIRECTORY``, so its alternates count too, from a work tree, a linked worktree or a bare
-        repository alike). It is made once, in a temporary folder removed with this object or at exit (and
-        made again if that folder went away); a process killed before it removed its own leaves one behind,
-        which the next one made removes (:func:`_remove_orphans`). Being bare and new, it has no working tree, index,
-        ``info/attributes``, refs or configuration of the repository's: git reads no attributes there,
-        whatever the repository holds."""
+        repository alike). It is made once, in a temporary folder removed with this object or when the process
+        exits normally (and made again if that folder went away); one a process left behind (killed, or a
+        worker that ended without clean-up) is removed by the next one made (:func:`_remove_orphans`). Being
+        bare and new, it has no working tree, index, ``info/attributes``, refs or configuration of the
+        repository's: git reads no attributes there, whatever the repository holds."""
         with self._bare_lock:
             if self._bare is None or not os.path.isfile(os.path.join(self._bare, "HEAD")):
+                if self._bare_removal is not None:  # its folder went away: its lock goes too
+                    self._bare_removal()
                 output = self._run(["rev-parse", "--git-path", "objects", "--show-object-format"])
                 objects, _, object_format = output.decode("utf-8", "surrogateescape").rstrip("\n").rpartition("\n")
                 environment = {**self._environment, "GIT_OBJECT_DIRECTORY": str(self.path / objects)}
-                folder = ""
+                folder, held = _new_search_folder()
                 try:
-                    folder = tempfile.mkdtemp(prefix=_SEARCH_FOLDER_PREFIX)
-                    held = _hold(folder)
-                    weakref.finalize(self, _remove_held, folder, held)
                     _remove_orphans(os.path.dirname(folder))
                     subprocess.run([self._git, "--no-pager", "init", "--quiet", "--bare", "--template=",
                                     f"--object-format={object_format}", folder],
                                    env=self._environment, capture_output=True, check=True, timeout=self.timeout)
                 except (OSError, subprocess.SubprocessError):
-                    if folder:
-                        shutil.rmtree(folder, ignore_errors=True)
-                    logger.exception("git could not make the bare repository to search in")
-                    raise ResearchUnavailable("The source repository could not be read; the operator was told "
-                                              "in the log.") from None
+                    _remove_held(folder, held)
+                    raise _no_search_folder() from None
+                self._bare_removal = weakref.finalize(self, _remove_held, folder, held)
                 self._bare, self._bare_environment = folder, environment
             return self._bare, self._bare_environment
 
@@ -391,16 +393,39 @@ _SEARCH_FOLDER_PREFIX = "armarius-git-"
 _HELD = "armarius.lock"
 
 
-def _hold(folder: str) -> int:
-    """Lock the search folder for this process's lifetime (the lock goes with the process, however it ends)."""
-    held = os.open(os.path.join(folder, _HELD), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    return held
+_MAKING_PREFIX = ".armarius-git-making-"
+
+
+def _new_search_folder() -> tuple[str, int]:
+    """A new temporary folder for a search repository, and the lock this process holds on it for as long as
+    it may use it (the lock goes with the process, however it ends). It is made and locked under another
+    name, then renamed: every folder :func:`_remove_orphans` looks at is locked from the start."""
+    try:
+        making = tempfile.mkdtemp(prefix=_MAKING_PREFIX)
+    except OSError:
+        raise _no_search_folder() from None
+    held = -1
+    try:
+        held = os.open(os.path.join(making, _HELD), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        folder = os.path.join(os.path.dirname(making), _SEARCH_FOLDER_PREFIX + os.path.basename(making)[len(
+            _MAKING_PREFIX):])
+        os.rename(making, folder)
+    except OSError:
+        _remove_held(making, held)
+        raise _no_search_folder() from None
+    return folder, held
+
+
+def _no_search_folder() -> ResearchUnavailable:
+    logger.exception("git could not make the bare repository to search in")
+    return ResearchUnavailable("The source repository could not be read; the operator was told in the log.")
 
 
 def _remove_held(folder: str, held: int) -> None:
     shutil.rmtree(folder, ignore_errors=True)
-    os.close(held)
+    if held >= 0:
+        os.close(held)
 
 
 def _remove_orphans(parent: str) -> None:
