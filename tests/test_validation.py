@@ -84,8 +84,40 @@ def test_the_compiled_check_answers_as_the_json_schema_validator(name: str, sche
     for request in (value, mutant):
         seen = _outcome(both, request)
         assert seen == _outcome(strict, request), (name, request)
-        if seen[0] == "accepted" and _shape(request) == (None, True):
+        if seen[0] == "accepted" and _shape(request) == ((None, None), True):
             assert both.surely_valid(request), (name, request)
+
+
+class _Unwalkable(list[Any]):
+    """A list no validator may walk item by item (it costs some 20 µs an item: a request of millions)."""
+
+    def __iter__(self) -> Any:
+        raise AssertionError("a validator walked the list")
+
+
+BOUNDED = [(name, schema) for name, schema in SCHEMAS if Schema(schema).longest_list is not None]
+
+
+def test_the_longest_list_is_the_schemas_largest_max_items() -> None:
+    longest = {name: Schema(schema).longest_list for name, schema in SCHEMAS}
+    assert (longest["recall"], longest["remember"], longest["repair_prepare"]) == (20, 20, 20)
+    assert (longest["project query database.rows"], longest["whoami"]) == (1000, 0)
+    assert longest["project_query"] is None  # its arguments are any object here, checked by the query's schema
+    assert {"recall", "project query database.rows", "session_open"} <= {name for name, _ in BOUNDED}
+
+
+@pytest.mark.parametrize(("name", "schema"), BOUNDED, ids=[name for name, _ in BOUNDED])
+def test_a_list_longer_than_any_the_schema_takes_is_refused_unwalked(name: str, schema: dict[str, Any]) -> None:
+    """A list longer than every maxItems of the schema is refused before any validator reads its items, in
+    every field (and the JSON Schema validator would refuse it too)."""
+    compiled = Schema(schema)
+    assert compiled.longest_list is not None
+    too_long = [0] * (compiled.longest_list + 1)
+    for field in [*schema.get("properties", {}), "unknown"]:
+        with pytest.raises(InvalidInput) as refused:
+            check(compiled, {field: _Unwalkable(too_long)}, what="the request")
+        assert (refused.value.details["field"], refused.value.details["rule"]) == (field, "maxItems")
+        assert list(Schema(schema, compiled=False).strict.iter_errors({field: too_long})), (name, field)
 
 
 def test_every_request_schema_has_the_compiled_check() -> None:

@@ -135,6 +135,8 @@ class Schema:
         self.strict = StrictValidator(self.schema)
         self._fast = (fastjsonschema.compile(self.schema, use_default=False, use_formats=False)
                       if compiled and _compilable(self.schema) else None)
+        #: The most items any list of a valid request holds (None: some list of the schema is unbounded).
+        self.longest_list = _longest_list(self.schema)
 
     @property
     def compiled(self) -> bool:
@@ -173,13 +175,21 @@ def _compilable_value(key: str, item: Any) -> bool:
 
 
 def check(schema: Schema, value: Mapping[str, Any], *, what: str) -> dict[str, Any]:
-    """The value as a dict if it satisfies the schema; otherwise ``invalid_input``."""
-    deep, plain = _shape(value)
-    if deep is not None:
+    """The value as a dict if it satisfies the schema; otherwise ``invalid_input``. What no field could take
+    (nesting past MAX_NESTING, a list longer than any of the schema's) is refused before a validator reads
+    it, in time that does not grow with the list: validating a list item by item costs some 20 µs an item."""
+    (field, rule), plain = _shape(value, schema.longest_list)
+    if rule == "nesting":
         raise InvalidInput(
-            f"{deep!r} of {what} nests objects and lists more than {MAX_NESTING} levels deep, which no field "
+            f"{field!r} of {what} nests objects and lists more than {MAX_NESTING} levels deep, which no field "
             "takes. Check the schema and call again.",
-            field=deep, rule="nesting",
+            field=field, rule=rule,
+        )
+    if rule == "maxItems":
+        raise InvalidInput(
+            f"{field!r} of {what} is a list longer than any field of {what} takes (at most {schema.longest_list} "
+            "items). Check the schema and call again.",
+            field=field, rule=rule,
         )
     if not (plain and schema.surely_valid(value)):
         _refuse_if_invalid(schema.strict, value, what)
@@ -217,24 +227,56 @@ def _refuse_unknown_field(error: Any, field: str, what: str) -> None:
     )
 
 
-def _shape(value: Mapping[str, Any]) -> tuple[str | None, bool]:
-    """The field whose value nests deeper than MAX_NESTING (the request is level 1), found without
-    recursion, or None; and whether the value is plain: nothing the compiled validator reads otherwise
-    than the JSON Schema validator (a float with an integral value, which it takes for an integer; a
-    tuple, which it takes for an array; a mapping that is not a dict)."""
+def _longest_list(schema: Any) -> int | None:
+    """The largest ``maxItems`` of the lists a value of ``schema`` may hold; None where a list of any length
+    could be valid (an array without ``maxItems``, or a place that takes any value). With a ``type``, a
+    schema's own keywords bound it (its ``oneOf``/``anyOf``/``allOf`` can only narrow that); without one,
+    its branches do."""
+    if not isinstance(schema, Mapping):
+        return None if schema is True else 0  # the schemas true (anything) and false (nothing)
+    kinds = schema.get("type")
+    if {"enum", "const"} & schema.keys():
+        return 0  # the values listed: a list among them is bounded, and no schema here lists one
+    branches = [sub for key in ("oneOf", "anyOf", "allOf") for sub in schema.get(key, ())]
+    if kinds is None and branches:
+        found = [_longest_list(sub) for sub in branches]
+        return None if None in found else max((bound for bound in found if bound is not None), default=0)
+    kinds = [kinds] if isinstance(kinds, str) else kinds or ["array", "object"]  # no type: any kind
+    parts: list[int | None] = []
+    if "array" in kinds:
+        if not isinstance(schema.get("maxItems"), int) or "items" not in schema:
+            return None  # a list of any length, or of anything
+        parts += [schema["maxItems"], _longest_list(schema["items"])]
+    if "object" in kinds:
+        if "additionalProperties" not in schema:
+            return None  # any further field, holding anything
+        parts += [_longest_list(schema["additionalProperties"]),
+                  *(_longest_list(sub) for sub in schema.get("properties", {}).values())]
+    return None if None in parts else max((part for part in parts if part is not None), default=0)
+
+
+def _shape(value: Mapping[str, Any], longest: int | None = None) -> tuple[tuple[str | None, str | None], bool]:
+    """(field, rule) of what no field could take, found without recursion and before any list is walked
+    item by item, or (None, None): a value nested deeper than MAX_NESTING (the request is level 1, rule
+    ``nesting``), a list longer than ``longest`` (rule ``maxItems``); and whether the value is plain:
+    nothing the compiled validator reads otherwise than the JSON Schema validator (a float with an
+    integral value, which it takes for an integer; a tuple, which it takes for an array; a mapping that is
+    not a dict)."""
     plain = type(value) is dict
     stack: list[tuple[Any, int, str]] = [(item, 2, _field_name(key)) for key, item in value.items()]
     while stack:
         node, depth, field = stack.pop()
         if isinstance(node, Mapping | list):
             if depth > MAX_NESTING:
-                return field, False
+                return (field, "nesting"), False
+            if longest is not None and isinstance(node, list) and len(node) > longest:
+                return (field, "maxItems"), False
             plain = plain and type(node) in (dict, list)
             children = node.values() if isinstance(node, Mapping) else node
             stack += [(child, depth + 1, field) for child in children]
         elif isinstance(node, float | tuple):
             plain = plain and not (isinstance(node, tuple) or node.is_integer())
-    return None, plain
+    return (None, None), plain
 
 
 def _field_name(key: Any) -> str:
