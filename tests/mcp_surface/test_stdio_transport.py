@@ -66,6 +66,52 @@ async def test_a_line_over_the_limit_is_answered_for_its_id_and_the_next_is_read
     assert "results" in text_of(answered[78])
 
 
+#: JSON that is no JSON-RPC message, and the id each is answered for (a batch: none; MCP has no batches).
+NOT_JSON_RPC = [
+    (b'[{"jsonrpc":"2.0","id":11,"method":"ping"},{"jsonrpc":"2.0","id":12,"method":"ping"}]', None),
+    (b'{"jsonrpc":"1.0","id":19,"method":"ping"}', 19),
+    (b'{"jsonrpc":"2.0","id":20,"method":"tools/call","params":[1,2]}', 20),
+    (b'{"jsonrpc":"2.0","id":21,"method":5}', 21),
+    (b'{"jsonrpc":"2.0","id":"x","method":"ping","params":"none"}', "x"),
+]
+
+
+async def test_json_that_is_no_json_rpc_message_is_answered_through_pipes(tmp_path: Path) -> None:
+    """Every line gets an answer: JSON that is no JSON-RPC message is answered with an invalid-request error
+    for its id (the SDK would drop it, and the client wait forever), and the next request is read."""
+    data = tmp_path / "data"
+    async with raw_stdio(data, {"ARMARIUS_TOKEN": agent_token(data)}, tmp_path / "server.log") as (process, raw):
+        assert process.stdin is not None
+        with anyio.fail_after(HANG_SECONDS):
+            answers = []
+            for line, _ in NOT_JSON_RPC:
+                await process.stdin.send(line + b"\n")
+                answers.append(await raw.read())
+            after = await raw.call("whoami", {})
+    assert [(answer.get("id"), answer["error"]["code"]) for answer in answers] == [
+        (expected, -32600) for _, expected in NOT_JSON_RPC]
+    assert json.loads(after.text)["principal"] == "bot"
+
+
+def test_json_that_is_no_json_rpc_message_is_answered_through_the_sdks_transport(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    token = agent_token(data)
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(b"".join(line + b"\n" for line in [
+        json.dumps(INITIALIZE).encode(), json.dumps(INITIALIZED).encode(), *(line for line, _ in NOT_JSON_RPC),
+        json.dumps(call(2, "whoami", {})).encode()]))
+    answers = tmp_path / "answers.jsonl"
+    with requests.open("rb") as stdin, answers.open("wb") as stdout:
+        done = subprocess.run([sys.executable, "-m", "armarius", "--data-dir", str(data), "mcp"], stdin=stdin,
+                              stdout=stdout, stderr=subprocess.PIPE, env={**os.environ, "ARMARIUS_TOKEN": token},
+                              timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    answered = [json.loads(line) for line in answers.read_text().splitlines()]
+    refusals = [(answer.get("id"), answer["error"]["code"]) for answer in answered if "error" in answer]
+    assert sorted(refusals, key=str) == sorted(((expected, -32600) for _, expected in NOT_JSON_RPC), key=str)
+    assert text_of(next(answer for answer in answered if answer.get("id") == 2))["principal"] == "bot"
+
+
 def test_requests_from_a_file_are_answered_through_the_sdks_transport(tmp_path: Path) -> None:
     """stdin and stdout as files (no pipes for the event loop to wait on): every request is answered
     before the server ends at the end of stdin, a line pydantic's parser refuses (a lone-surrogate

@@ -24,7 +24,9 @@ lone-surrogate escape such as ``"\\ud800"``; nesting deeper than about 200 level
 client writes up to 254), and the SDK's transport then drops the line without an answer: the client
 would wait forever. Such a line is read again here with Python's parser, which takes both, and handled
 like any other (the tools refuse such values as ``invalid_input``). A line that parser cannot read
-either is answered with a JSON-RPC parse error for its id, or for none when no id can be found.
+either is answered with a JSON-RPC parse error for its id, or for none when no id can be found; JSON that
+is no JSON-RPC message (a batch, version 1.0, params that are a list), which the SDK drops too, with an
+invalid-request error for its id (a batch: for none).
 """
 
 from __future__ import annotations
@@ -222,9 +224,8 @@ class _Lines(ObjectReceiveStream[Item]):
             try:
                 return self._unanswered.read(
                     SessionMessage(types.jsonrpc_message_adapter.validate_json(text, by_name=False)))
-            except ValidationError as refused:
-                if _refused_line(refused) is None:
-                    return refused  # JSON, but no JSON-RPC message: the SDK deals with it
+            except ValidationError:
+                pass  # not JSON pydantic reads, or JSON but no JSON-RPC message: read again, or answered
             again = await _read_again_or_answer(text, self._answers)
             if again is not None:
                 return self._unanswered.read(again)
@@ -269,6 +270,9 @@ class _LinesReadAgain(ObjectReceiveStream[Item]):
                 await self._unanswered.end()
             line = _refused_line(item)
             if line is None:
+                if isinstance(item, ValidationError):  # JSON, but no JSON-RPC message, which the SDK drops
+                    await self._answers.send(SessionMessage(_invalid_request(_given_id(item))))
+                    continue
                 return self._unanswered.read(item)
             again = await _read_again_or_answer(line, self._answers)
             if again is not None:
@@ -280,8 +284,8 @@ class _LinesReadAgain(ObjectReceiveStream[Item]):
 
 def _refused_line(item: Item) -> str | None:
     """The line a JSON parse error was about; None for anything else (a message, or a line that is
-    JSON but no JSON-RPC message, which the SDK deals with itself). The transport hands on pydantic's
-    ValidationError, a ValueError whose ``errors()`` name the kind of problem and its input."""
+    JSON but no JSON-RPC message). The transport hands on pydantic's ValidationError, a ValueError whose
+    ``errors()`` name the kind of problem and its input."""
     errors = getattr(item, "errors", None) if isinstance(item, ValueError) else None
     problems: list[Any] = errors() if callable(errors) else []
     if not problems or problems[0].get("type") != "json_invalid":
@@ -308,9 +312,24 @@ def _read_again(line: str) -> SessionMessage | types.JSONRPCError:
     try:
         return SessionMessage(types.jsonrpc_message_adapter.validate_python(message, by_name=False))
     except ValueError:  # pydantic's ValidationError
-        found = message.get("id") if isinstance(message, dict) else None
-        return types.JSONRPCError(jsonrpc="2.0", id=found if _is_id(found) else None, error=types.ErrorData(
-            code=types.INVALID_REQUEST, message="The request is JSON but no JSON-RPC message."))
+        return _invalid_request(message.get("id") if isinstance(message, dict) else None)
+
+
+def _invalid_request(found: Any) -> types.JSONRPCError:
+    """The answer to JSON that is no JSON-RPC message (a batch, a wrong version, params that are a list…): for
+    its id if it has one, else for none, as JSON-RPC 2.0 asks (a batch's elements are not answered one by one:
+    MCP has no batches)."""
+    return types.JSONRPCError(jsonrpc="2.0", id=found if _is_id(found) else None, error=types.ErrorData(
+        code=types.INVALID_REQUEST, message="The request is JSON but no JSON-RPC message."))
+
+
+def _given_id(refused: ValidationError) -> Any:
+    """The id of the message pydantic refused, as its errors show the input (None if none is found)."""
+    for problem in refused.errors():
+        given = problem.get("input")
+        if isinstance(given, dict) and "id" in given:
+            return given["id"]
+    return None
 
 
 def _parse_error(request_id: str | int | None) -> types.JSONRPCError:
