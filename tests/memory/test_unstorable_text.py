@@ -109,3 +109,19 @@ def test_a_nul_in_a_lookup_is_refused_alike_on_both_engines(app: Armarius, team:
         app.directory.authenticate_password("alpha-human\x00", "x", workspace="alpha")
     with pytest.raises(InvalidInput):
         app.directory.workspace("alpha\x00")
+
+
+@pytest.mark.parametrize("text", UNSTORABLE, ids=["nul", "surrogate"])
+@pytest.mark.parametrize("field", ["prefix", "tag", "after"])
+def test_a_listing_filter_no_store_can_hold_is_refused_for_its_field(app: Armarius, team: Team, field: str,
+                                                                     text: str) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        app.memory.list_entries(team.agent, **{field: text})
+    assert refused.value.details["field"] == field
+
+
+@pytest.mark.parametrize("limit", [True, 1.5, "5"])
+def test_a_listing_limit_is_a_whole_number(app: Armarius, team: Team, limit: Any) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        app.memory.list_entries(team.agent, limit=limit)
+    assert refused.value.details["field"] == "limit"

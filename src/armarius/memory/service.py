@@ -39,7 +39,7 @@ from armarius.memory.model import (
 from armarius.memory.snippets import snippet
 from armarius.memory.vectors import VectorIndex
 from armarius.store import Database, Later, Row, Tx, UniqueViolation, utc_now
-from armarius.validation import check_filter
+from armarius.validation import check_filter, check_storable
 
 RECALL_MAX = 50
 RECALL_MODES = ("hybrid", "lexical", "semantic")
@@ -246,10 +246,15 @@ class MemoryService:
                      curated: bool | None = None, needs_review: bool | None = None, after: str | None = None,
                      limit: int = 50) -> dict[str, Any]:
         actor.require(Permission.MEMORY_READ)
-        if not 1 <= limit <= LIST_MAX:
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LIST_MAX:
             raise InvalidInput(f"limit is from 1 to {LIST_MAX}.", field="limit")
         if prefix is not None and (not isinstance(prefix, str) or len(prefix) > 128):
             raise InvalidInput("prefix is the start of a slug.", field="prefix")
+        for field, given in (("prefix", prefix), ("tag", tag), ("after", after)):
+            if given is not None and not isinstance(given, str):
+                raise InvalidInput(f"{field} is text.", field=field)
+            if given is not None:  # a NUL or a lone surrogate names nothing: refused for the field, on both engines
+                check_storable(given, field)
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             entries = queries.list_entries(tx, prefix=prefix, tag=tag, curated=curated, needs_review=needs_review,
                                            after=after, limit=limit + 1)
