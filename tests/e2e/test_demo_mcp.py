@@ -16,6 +16,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 
 from armarius.auth.directory import TOKEN_RECHECK_SECONDS
 from tests.e2e.servers import free_port, read_json_document, run_cli, running, wait_until_healthy
@@ -151,4 +152,8 @@ async def test_stdio_refuses_calls_once_the_token_is_revoked(demo: dict[str, Any
         assert refused.is_error
         assert json.loads(refused.content[0].text)["code"] == "unauthenticated"
         after = await client.call_tool("read", {"slug": "anything"})  # and every call after it
+        with pytest.raises(MCPError) as listing:  # a request that is no tool call: a JSON-RPC error with a code
+            await client.list_tools()
     assert json.loads(after.content[0].text)["code"] == "unauthenticated"
+    assert (listing.value.code, listing.value.data["code"]) == (-32600, "unauthenticated")
+    assert listing.value.message == json.loads(after.content[0].text)["message"]

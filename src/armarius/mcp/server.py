@@ -64,7 +64,14 @@ def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSp
     at_hand: KnownActor = known_actor or resolve_actor
 
     async def actor_of(ctx: ServerRequestContext[Any]) -> Actor:
-        return await anyio.to_thread.run_sync(resolve_actor, ctx)
+        """The principal of a request that is no tool call (listing tools or resources): a refusal is a JSON-RPC
+        error with a real code and the refusal's {code, message, details} as its data (the SDK would send
+        code 0 and the exception's text)."""
+        try:
+            return await anyio.to_thread.run_sync(resolve_actor, ctx)
+        except ArmariusError as error:
+            raise MCPError(types.INTERNAL_ERROR if error.http_status >= 500 else types.INVALID_REQUEST, error.message,
+                           data=error.to_dict()) from None
 
     def call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, tool: ToolSpec | None,
              actor: Actor | None = None) -> Any:
