@@ -139,7 +139,7 @@ def test_lineage_grows_and_provenance_stays_across_corrections(lab: Lab) -> None
     assert (correction.revision, correction.base_fingerprint) == (3, evidence.current(human, NAME).fingerprint)
     assert Correction.from_dict(json.loads(json.dumps(correction.to_dict()))) == correction
     assert state_of(lab) == (2, "active")  # a correction alone writes nothing
-    evidence.write_file(correction)
+    evidence.write_file(correction, workspace=admin.workspace)
     assert evidence.file_fingerprint(human, NAME) == correction.fingerprint
     with lab.app.database.transaction(workspace_id=admin.workspace_id, write=True) as tx:
         assert evidence.record_correction(admin, correction, within=tx) == 3

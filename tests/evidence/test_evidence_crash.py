@@ -53,8 +53,8 @@ def temporary_then_die(folder, name, content, *more):
     return temporary
 
 
-def write_then_die(target, content):
-    real_write(target, content)
+def write_then_die(target, content, **where):
+    real_write(target, content, **where)
     seen.update(file_holds_new=target.read_bytes() == content, new_bytes=content.decode("utf-8"))
     report_and_die(seen)
 

@@ -65,7 +65,7 @@ def test_a_unit_from_captures_keeps_their_ids_as_provenance_through_corrections(
     assert [hit["unit"] for hit in lab.app.memory.recall(lab.team.agent, "handle_order")["evidence"]] == [NAME]
     correction = evidence.correction(admin, NAME, base_revision=2, title="Who handles orders",
                                      body="handle_order and handle_order_line in src/app.py.\n", via="repair 4")
-    evidence.write_file(correction)
+    evidence.write_file(correction, workspace=admin.workspace)
     evidence.record_correction(admin, correction, within=None)
     evidence.activate(admin, NAME, 3)
     corrected = evidence.current(human, NAME)

@@ -102,11 +102,12 @@ class Correction:
     """A unit's next revision as a repair chose it: the complete file to write, and what it replaces.
 
     Made by ``EvidenceService.correction`` (which writes nothing); ``to_dict``/``from_dict`` keep it in a
-    receipt so that a retry writes exactly the same bytes.
+    receipt so that a retry writes exactly the same bytes. It holds no path: where the unit's file is follows
+    from the workspace and the unit's name where it is written (a data folder moved, or mounted elsewhere by
+    another host, never sends a retry to a folder named in the database).
     """
 
     name: str
-    path: Path
     base_revision: int
     base_fingerprint: str
     revision: int
@@ -124,20 +125,21 @@ class Correction:
         return UnitFile(self.name, self.title, self.revision, self.provenance, self.lineage, self.body)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"unit": self.name, "path": str(self.path), "base_revision": self.base_revision,
+        return {"unit": self.name, "base_revision": self.base_revision,
                 "base_fingerprint": self.base_fingerprint, "revision": self.revision, "title": self.title,
                 "body": self.body, "via": self.via, "author": self.author, "at": self.at,
                 "provenance": list(self.provenance), "lineage": list(self.lineage), "fingerprint": self.fingerprint}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Correction:
-        """The correction a receipt kept; its file is rendered again and must have the kept fingerprint."""
+        """The correction a receipt kept; its file is rendered again and must have the kept fingerprint. The
+        ``path`` older receipts kept is not read."""
         unit = UnitFile(data["unit"], data["title"], data["revision"], tuple(data["provenance"]),
                         tuple(data["lineage"]), data["body"])
         content = render(unit)
         if fingerprint(content) != data["fingerprint"]:
             raise InvalidInput("The kept correction does not render to its fingerprint.", field="correction")
-        return cls(name=unit.name, path=Path(data["path"]), base_revision=data["base_revision"],
+        return cls(name=unit.name, base_revision=data["base_revision"],
                    base_fingerprint=data["base_fingerprint"], revision=unit.revision, title=unit.title,
                    body=unit.body, via=data["via"], author=data["author"], at=data["at"],
                    provenance=unit.provenance, lineage=unit.lineage, content=content, fingerprint=data["fingerprint"])
@@ -227,7 +229,7 @@ def _value(line: str, key: str) -> Any:
         raise _bad(f"the front matter's line for {key!r} does not start with '{prefix}'")
     try:
         return json.loads(line[len(prefix):], parse_constant=_no_constant)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         raise _bad(f"the value of {key!r} is not JSON") from None
 
 

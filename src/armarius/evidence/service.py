@@ -70,6 +70,15 @@ class EvidenceService:
     def unit_path(self, workspace: str, name: str) -> Path:
         return self.evidence_dir / workspace / "units" / f"{name}.md"
 
+    def _read(self, path: Path) -> bytes | None:
+        """A file below the evidence folder, reached without following links (a link is no file)."""
+        return files.read_bytes(path, root=self.evidence_dir)
+
+    def _write(self, path: Path, content: bytes) -> None:
+        """Replace a file below the evidence folder atomically, reached without following links (a link
+        refuses: conflict)."""
+        files.write_atomically(path, content, root=self.evidence_dir)
+
     # Reading ----------------------------------------------------------------------------------------
 
     def list_units(self, actor: Actor, *, status: str | None = None, after: str | None = None,
@@ -107,17 +116,18 @@ class EvidenceService:
             "provenance": list(shown["provenance"]), "lineage": list(shown["lineage"]),
             "active_fingerprint": unit["active_fingerprint"], "reviewed_by": unit["reviewed_by"],
             "activated_by": unit["activated_by"], "created_by": unit["created_by"], "created_at": unit["created_at"],
-            "path": str(path), "file": views.file_state(files.read_bytes(path), latest["fingerprint"]),
-            "temporary_files": files.temporary_files(path),
+            "path": str(path), "file": views.file_state(self._read(path), latest["fingerprint"]),
+            "temporary_files": files.temporary_files(path, root=self.evidence_dir),
             "revisions": [views.revision_view(row) for row in listing],
         }
 
-    def current(self, actor: Actor, name: str, *, within: Tx | None = None) -> UnitView:
-        """The unit's state and latest revision in full."""
+    def current(self, actor: Actor, name: str, *, within: Tx | None = None, lock: bool = False) -> UnitView:
+        """The unit's state and latest revision in full. ``lock``: the unit's row is locked until ``within``
+        ends (no new revision meanwhile), as a writer of its file needs it."""
         actor.require(Permission.MEMORY_READ)
         name = check_name(name)
         with self._transaction(actor, within) as tx:
-            unit = self._existing(tx, name)
+            unit = self._existing(tx, name, lock=lock)
             latest = self._revision(tx, unit, unit["revision"])
         return UnitView(name=name, revision=unit["revision"], title=latest["title"], body=latest["body"],
                         status=unit["status"], reviewed_revision=unit["reviewed_revision"],
@@ -128,7 +138,7 @@ class EvidenceService:
     def file_fingerprint(self, actor: Actor, name: str) -> str | None:
         """The fingerprint of the unit's file as it is on disk now; None when there is none."""
         actor.require(Permission.MEMORY_READ)
-        content = files.read_bytes(self.unit_path(actor.workspace, check_name(name)))
+        content = self._read(self.unit_path(actor.workspace, check_name(name)))
         return None if content is None else fingerprint(content)
 
     def snapshot(self, actor: Actor, *, within: Tx | None = None) -> dict[str, str]:
@@ -148,7 +158,7 @@ class EvidenceService:
         found: list[str] = []
         for row in active:
             path = self.unit_path(actor.workspace, row["name"])
-            found += views.problems(row, path, files.read_bytes(path))
+            found += views.problems(row, path, self._read(path))
         return found
 
     def search(self, actor: Actor, groups: list[list[str]], *, limit: int, within: Tx | None = None) -> list[Row]:
@@ -251,13 +261,13 @@ class EvidenceService:
             unit = self._existing(tx, name, lock=True)
             latest = self._revision(tx, unit, unit["revision"])
             content = _render_revision(name, latest)
-            was = views.file_state(files.read_bytes(path), latest["fingerprint"])
+            was = views.file_state(self._read(path), latest["fingerprint"])
             if was["state"] == views.MATCHES:
                 return {"unit": name, "revision": unit["revision"], "path": str(path), "restored": False}
             audit.append(tx, actor=actor.audit_name, action="evidence.file_restored", subject=name, details={
                 "unit": name, "revision": unit["revision"], "fingerprint": latest["fingerprint"],
                 "was": was["state"], "found_fingerprint": was["fingerprint"]})
-            files.write_atomically(path, content)
+            self._write(path, content)
         return {"unit": name, "revision": unit["revision"], "path": str(path), "restored": True, "was": was["state"]}
 
     # Review and activation (humans) ----------------------------------------------------------------
@@ -329,14 +339,14 @@ class EvidenceService:
         revision = base_revision + 1
         lineage = (*base["lineage"], step(revision, actor.audit_name, at, via))
         content = render(UnitFile(name, title, revision, base["provenance"], lineage, body))
-        return Correction(name=name, path=self.unit_path(actor.workspace, name), base_revision=base_revision,
+        return Correction(name=name, base_revision=base_revision,
                           base_fingerprint=base["fingerprint"], revision=revision, title=title, body=body, via=via,
                           author=actor.audit_name, at=at, provenance=base["provenance"], lineage=lineage,
                           content=content, fingerprint=fingerprint(content))
 
-    def write_file(self, correction: Correction) -> None:
-        """Replace the unit's file with the correction's, atomically."""
-        files.write_atomically(correction.path, correction.content)
+    def write_file(self, correction: Correction, *, workspace: str) -> None:
+        """Replace the unit's file (in ``workspace``'s folder, as it is now) with the correction's, atomically."""
+        self._write(self.unit_path(workspace, correction.name), correction.content)
 
     def record_correction(self, actor: Actor, correction: Correction, *, within: Tx | None) -> int:
         """Store the correction as the unit's next revision, ``reviewed`` (a human chose its exact content);
@@ -406,13 +416,13 @@ class EvidenceService:
         audit.append(tx, actor=actor.audit_name, action="evidence.created" if unit is None else "evidence.edited",
                      subject=name, details=details)
         path = self.unit_path(actor.workspace, name)
-        files.write_atomically(path, content)
+        self._write(path, content)
         return {"unit": name, "revision": revision, "status": Status.EDITED.value, "fingerprint": written,
                 "path": str(path), "changed": True}
 
     def _edited_file(self, path: Path, name: str, latest: Row) -> UnitFile:
         """The unit as a human edited its file: a valid unit file of the latest revision."""
-        content = files.read_bytes(path)
+        content = self._read(path)
         if content is None:
             raise InvalidInput(f"There is no file {path} to take the new content from: give the body.",
                                field="file", path=str(path))
@@ -429,7 +439,7 @@ class EvidenceService:
     def _require_file(self, actor: Actor, name: str, revision: Row) -> None:
         """Refuse unless the unit's file on disk holds exactly this revision."""
         path = self.unit_path(actor.workspace, name)
-        state = views.file_state(files.read_bytes(path), revision["fingerprint"])
+        state = views.file_state(self._read(path), revision["fingerprint"])
         if state["state"] != views.MATCHES:
             what = "is missing" if state["state"] == views.MISSING else "differs from it (changed outside Armarius)"
             raise Conflict(f"The file {path} {what}, so it is not revision {revision['revision']} of {echo(name)}: "

@@ -362,13 +362,14 @@ class RepairService:
         the operations, which stay pending for a retry. The repair's view as the store now has it."""
         repair_id = row["id"]
         try:
-            with writing_receipts(receipt_folder(self.evidence_dir, actor.workspace, row["session_id"])) as folder:
+            with writing_receipts(self.evidence_dir,
+                                  receipt_folder(self.evidence_dir, actor.workspace, row["session_id"])) as folder:
                 current, events, operations = self._read(actor, repair_id)
                 pending = [operation for operation in operations if operation["done_at"] is None]
                 if pending:
                     receipt = views.receipt(current, events, workspace=actor.workspace, subject=current["subject"])
                     write_receipt(folder, repair_id, canonical_json(receipt).encode("utf-8"))
-        except OSError as failure:
+        except (OSError, Conflict) as failure:  # Conflict: a link in the receipt's folders, never followed
             with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
                 queries.fail_operations(tx, [operation["id"] for operation in queries.operations(
                     tx, repair_id, open_only=True)], error=f"the receipt file could not be written "
