@@ -12,7 +12,7 @@ from armarius.errors import InvalidInput
 from armarius.mcp.server import ALL_TOOLS
 from armarius.research.service import _KINDS as QUERY_KINDS
 from armarius.research.service import query_schema, validate_query
-from armarius.validation import Schema, _shape, check, inline_refs
+from armarius.validation import LIST_SLACK, Schema, _shape, check, inline_refs
 from tests.security.fuzz_values import Mutator, SchemaFuzz
 
 
@@ -108,11 +108,11 @@ def test_the_longest_list_is_the_schemas_largest_max_items() -> None:
 
 @pytest.mark.parametrize(("name", "schema"), BOUNDED, ids=[name for name, _ in BOUNDED])
 def test_a_list_longer_than_any_the_schema_takes_is_refused_unwalked(name: str, schema: dict[str, Any]) -> None:
-    """A list longer than every maxItems of the schema is refused before any validator reads its items, in
-    every field (and the JSON Schema validator would refuse it too)."""
+    """A list longer than every maxItems of the schema (and than LIST_SLACK) is refused before any validator
+    reads its items, in every field (and the JSON Schema validator would refuse it too)."""
     compiled = Schema(schema)
     assert compiled.longest_list is not None
-    too_long = [0] * (compiled.longest_list + 1)
+    too_long = [0] * (max(compiled.longest_list, LIST_SLACK) + 1)
     for field in [*schema.get("properties", {}), "unknown"]:
         with pytest.raises(InvalidInput) as refused:
             check(compiled, {field: _Unwalkable(too_long)}, what="the request")

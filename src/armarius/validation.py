@@ -44,6 +44,10 @@ def check_storable(value: str, field: str) -> str:
     return value
 
 
+#: A list this long is given to the validators whatever the schema takes (a few milliseconds at most), so that
+#: a short one is refused as they refuse it; only a longer one than any field takes is refused unread.
+LIST_SLACK = 1000
+
 #: The longest text a listing's filter takes.
 FILTER_MAX = 200
 
@@ -176,9 +180,11 @@ def _compilable_value(key: str, item: Any) -> bool:
 
 def check(schema: Schema, value: Mapping[str, Any], *, what: str) -> dict[str, Any]:
     """The value as a dict if it satisfies the schema; otherwise ``invalid_input``. What no field could take
-    (nesting past MAX_NESTING, a list longer than any of the schema's) is refused before a validator reads
-    it, in time that does not grow with the list: validating a list item by item costs some 20 µs an item."""
-    (field, rule), plain = _shape(value, schema.longest_list)
+    (nesting past MAX_NESTING; a list longer than any of the schema's, and than LIST_SLACK) is refused before
+    a validator reads it, in time that does not grow with the list: validating a list item by item costs
+    some 20 µs an item. A shorter list gets the validators' own refusal (its field's type, say)."""
+    longest = None if schema.longest_list is None else max(schema.longest_list, LIST_SLACK)
+    (field, rule), plain = _shape(value, longest)
     if rule == "nesting":
         raise InvalidInput(
             f"{field!r} of {what} nests objects and lists more than {MAX_NESTING} levels deep, which no field "
