@@ -93,20 +93,24 @@ async def test_json_that_is_no_json_rpc_message_is_answered_through_pipes(tmp_pa
     assert json.loads(after.text)["principal"] == "bot"
 
 
-def test_json_that_is_no_json_rpc_message_is_answered_through_the_sdks_transport(tmp_path: Path) -> None:
+def served_from_a_file(tmp_path: Path, lines: list[bytes]) -> list[dict[str, Any]]:
+    """The answers of ``armarius mcp`` to these request lines, with stdin and stdout as files (no pipes for the
+    event loop to wait on: the SDK's transport), once it ended at the end of stdin."""
     data = tmp_path / "data"
-    token = agent_token(data)
-    requests = tmp_path / "requests.jsonl"
-    requests.write_bytes(b"".join(line + b"\n" for line in [
-        json.dumps(INITIALIZE).encode(), json.dumps(INITIALIZED).encode(), *(line for line, _ in NOT_JSON_RPC),
-        json.dumps(call(2, "whoami", {})).encode()]))
-    answers = tmp_path / "answers.jsonl"
+    requests, answers = tmp_path / "requests.jsonl", tmp_path / "answers.jsonl"
+    requests.write_bytes(b"".join(line + b"\n" for line in lines))
     with requests.open("rb") as stdin, answers.open("wb") as stdout:
         done = subprocess.run([sys.executable, "-m", "armarius", "--data-dir", str(data), "mcp"], stdin=stdin,
-                              stdout=stdout, stderr=subprocess.PIPE, env={**os.environ, "ARMARIUS_TOKEN": token},
-                              timeout=120, check=False)
+                              stdout=stdout, stderr=subprocess.PIPE,
+                              env={**os.environ, "ARMARIUS_TOKEN": agent_token(data)}, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
-    answered = [json.loads(line) for line in answers.read_text().splitlines()]
+    return [json.loads(line) for line in answers.read_text().splitlines()]
+
+
+def test_json_that_is_no_json_rpc_message_is_answered_through_the_sdks_transport(tmp_path: Path) -> None:
+    answered = served_from_a_file(tmp_path, [json.dumps(INITIALIZE).encode(), json.dumps(INITIALIZED).encode(),
+                                             *(line for line, _ in NOT_JSON_RPC),
+                                             json.dumps(call(2, "whoami", {})).encode()])
     refusals = [(answer.get("id"), answer["error"]["code"]) for answer in answered if "error" in answer]
     assert sorted(refusals, key=str) == sorted(((expected, -32600) for _, expected in NOT_JSON_RPC), key=str)
     assert text_of(next(answer for answer in answered if answer.get("id") == 2))["principal"] == "bot"
@@ -116,20 +120,11 @@ def test_requests_from_a_file_are_answered_through_the_sdks_transport(tmp_path: 
     """stdin and stdout as files (no pipes for the event loop to wait on): every request is answered
     before the server ends at the end of stdin, a line pydantic's parser refuses (a lone-surrogate
     escape) too."""
-    data = tmp_path / "data"
-    token = agent_token(data)
-    requests = tmp_path / "requests.jsonl"
     more = [call(number, "recall", {"query": f"deploy host {number}"}) for number in range(4, 40)]
     lines = [INITIALIZE, INITIALIZED, call(2, "whoami", {}), call(3, "recall", {"query": "lone \ud800 surrogate"}),
              *more]
-    requests.write_text("".join(dumps_escaped(line) + "\n" for line in lines), encoding="ascii")
-    answers = tmp_path / "answers.jsonl"
-    with requests.open("rb") as stdin, answers.open("wb") as stdout:
-        done = subprocess.run([sys.executable, "-m", "armarius", "--data-dir", str(data), "mcp"], stdin=stdin,
-                              stdout=stdout, stderr=subprocess.PIPE, env={**os.environ, "ARMARIUS_TOKEN": token},
-                              timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    by_id = {answer["id"]: answer for answer in map(json.loads, answers.read_text().splitlines())}
+    by_id = {answer["id"]: answer
+             for answer in served_from_a_file(tmp_path, [dumps_escaped(line).encode("ascii") for line in lines])}
     assert set(by_id) == set(range(1, 40))
     assert text_of(by_id[2])["principal"] == "bot"
     assert text_of(by_id[3])["details"] == {"field": "query", "rule": "unicode"}
