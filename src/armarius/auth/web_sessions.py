@@ -44,7 +44,7 @@ from armarius.auth.directory import NAME_PATTERN, Directory
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind, Role, permissions_for
 from armarius.auth.secrets import digests_match, token_digest
-from armarius.errors import NotAllowed, TooManyAttempts, Unauthenticated, echo
+from armarius.errors import InvalidInput, NotAllowed, TooManyAttempts, Unauthenticated, echo
 from armarius.store import Database, Tx, iso_utc
 
 #: Failed logins per name and client address within LOGIN_WINDOW before further attempts are refused.
@@ -126,7 +126,12 @@ class WebSessions:
     # Logging in and out -------------------------------------------------------------------------
 
     def start(self, name: str, password: str, *, workspace: str, client: str) -> StartedSession:
-        """Log a human in: rate limit, password check (audited), then a new session in ``workspace``."""
+        """Log a human in: rate limit, password check (audited), then a new session in ``workspace``. A name
+        or workspace with a NUL, which the store could not even look up, is refused before anything is
+        checked or counted."""
+        for what, given in (("workspace", workspace), ("name", name)):
+            if "\x00" in given:
+                raise InvalidInput(f"The {what} cannot contain a NUL character.", field=what)
         key = name_key(name)
         self._admit(key, client, name=name, workspace=workspace)
         try:

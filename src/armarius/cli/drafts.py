@@ -12,6 +12,7 @@ import click
 from armarius.cli.context import NUMBER, CliContext, pass_cli
 from armarius.cli.human import acting_human, human_options
 from armarius.drafts.model import DraftPayload
+from armarius.drafts.steps import withdrawal_note
 from armarius.errors import InvalidInput
 from armarius.textview import reveal, short_fingerprint
 
@@ -127,9 +128,7 @@ def drafts_reject(cli: CliContext, proposal_id: int, note: str | None, workspace
     """Reject a proposal (the agent must reformulate); an approval of it that was not used is withdrawn."""
     with acting_human(cli, workspace, principal, password) as (app, actor):
         result = app.drafts.reject(actor, proposal_id, note)
-    withdrawn = result["withdrawn_approval"]
-    cli.emit(result, text=f"Proposal {proposal_id} rejected." + (
-        f" Its approval {withdrawn} is withdrawn: the token no longer works." if withdrawn is not None else ""))
+    cli.emit(result, text=f"Proposal {proposal_id} rejected.{withdrawal_note(result)}")
 
 
 @drafts.command("list")

@@ -116,6 +116,12 @@ def check_rejectable(row: Row, approval: Row | None) -> None:
                        proposal=proposal_id, status=ProposalState.DRAFTED.value)
 
 
+def withdrawal_note(rejection: dict[str, Any]) -> str:
+    """What a rejection tells the human who made it about the approval it withdrew (CLI and page alike)."""
+    withdrawn = rejection["withdrawn_approval"]
+    return "" if withdrawn is None else f" Its approval {withdrawn} is withdrawn: the token no longer works."
+
+
 def status_instruction(state: ProposalState, row: Row) -> dict[str, Any]:
     proposal_id = row["id"]
     if state is ProposalState.PENDING:

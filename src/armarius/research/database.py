@@ -27,6 +27,7 @@ import base64
 import binascii
 import math
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -577,21 +578,14 @@ def _scalar(value: Any) -> Any:
 
 
 def _json_tree(value: Any) -> Any:
-    """An array's elements (or a JSON document's values), at any depth, as JSON the way a single value
-    of their type becomes JSON (exact decimals, ISO dates, NaN and infinities as text, bytes as base64,
-    whole), so that PostgreSQL's ``numeric[]``, ``date[]`` or ``float8[]`` holding NaN have an answer."""
+    """An array's elements (or a JSON document's values), at any depth, as JSON the way a single value of their
+    type becomes JSON, whole (exact decimals, ISO dates, NaN and infinities as text, bytes as base64), so that
+    PostgreSQL's ``numeric[]``, ``date[]`` or ``float8[]`` holding NaN have an answer."""
     if isinstance(value, list | tuple):
         return [_json_tree(each) for each in value]
     if isinstance(value, dict):
         return {str(key): _json_tree(each) for key, each in value.items()}
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        data = bytes(value)
-        return {"base64": base64.b64encode(data).decode("ascii"), "bytes": len(data)}
-    return _scalar(value)
+    return json_value(value, sys.maxsize)[0]
 
 
 def _duration(value: timedelta) -> str:

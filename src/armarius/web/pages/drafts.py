@@ -31,7 +31,7 @@ from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
 from armarius.drafts.model import DraftPayload
 from armarius.drafts.service import IssuedApproval
-from armarius.drafts.steps import ProposalState
+from armarius.drafts.steps import ProposalState, withdrawal_note
 from armarius.errors import InvalidInput
 from armarius.memory.model import REASON_MAX
 from armarius.textview import reveal, short_fingerprint
@@ -136,9 +136,8 @@ def approve_action(view: View) -> Response:
 
 def reject_action(view: View) -> Response:
     proposal_id = view.path_int("proposal")
-    withdrawn = reject(view.app, view.actor, proposal_id, view.form.get("note"))["withdrawn_approval"]
-    flash = f"Proposal {proposal_id} was rejected." + (
-        f" Its approval {withdrawn} is withdrawn: the token no longer works." if withdrawn is not None else "")
+    rejection = reject(view.app, view.actor, proposal_id, view.form.get("note"))
+    flash = f"Proposal {proposal_id} was rejected.{withdrawal_note(rejection)}"
     return view.redirect(f"/drafts/proposals/{proposal_id}", flash=flash, kind="success")
 
 

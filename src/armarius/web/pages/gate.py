@@ -262,10 +262,10 @@ class View:
     def path_int(self, name: str) -> int:
         """An id from the path: a whole number from 1 to ID_MAX (as the JSON twins take it). Anything else names
         nothing that can exist, and is not found, as an unknown address is."""
-        raw = str(self.request.path_params[name])
-        if not raw.isascii() or not raw.isdigit() or len(raw) > len(str(ID_MAX)) or not 1 <= int(raw) <= ID_MAX:
+        number = int(self.request.path_params[name])  # one to nine digits: PageId
+        if not 1 <= number <= ID_MAX:
             raise NotFound(f"There is nothing at {echo(self.request.url.path)}.")
-        return int(raw)
+        return number
 
     def query(self, name: str, default: str = "") -> str:
         return self.request.query_params.get(name, default)
