@@ -12,6 +12,11 @@ from tests.helpers import Team
 _CSRF_FIELD = re.compile(r'<input type="hidden" name="csrf" value="([^"]+)">')
 _CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)">')
 
+#: How long a test's HTTP client waits for an answer. httpx's default (5 s) is a timing assertion in
+#: disguise: a login stalled behind the database server's checkpoint on a busy machine failed a run.
+#: Only a server that hangs should fail a test, so the wait is long.
+HTTP_TIMEOUT = 60.0
+
 
 def login_form_token(http: httpx.Client) -> str:
     """GET /login: the login form's CSRF token (its twin is now in the client's cookie jar)."""
@@ -59,6 +64,7 @@ class Visitors:
     clients: list[httpx.Client] = field(default_factory=list)
 
     def client(self, **options: object) -> httpx.Client:
+        options.setdefault("timeout", HTTP_TIMEOUT)
         http = httpx.Client(base_url=self.base_url, **options)  # type: ignore[arg-type]
         self.clients.append(http)
         return http

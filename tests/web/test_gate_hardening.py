@@ -23,7 +23,7 @@ from armarius.web.pages.gate import ID_MAX, PageId
 from armarius.web.pages.login import LOGIN_COOKIE, login_keys, login_token
 from tests.helpers import OPERATOR, OwnerSQL, make_team
 from tests.web.conftest import serving
-from tests.web.people import Visitors, login_form_token, post_login
+from tests.web.people import HTTP_TIMEOUT, Visitors, login_form_token, post_login
 from tests.web.test_gate_security import chain_events
 
 _PROBLEM = re.compile(r'id="login-problem">([^<]*)<')
@@ -192,7 +192,7 @@ def test_a_login_form_token_the_server_never_issued_is_refused(
         assert post_login(http, "alpha-human", team.human_password, "alpha").status_code == 303
     second_app = open_app(settings)  # another server process of the store: the same installation's key
     try:
-        with serving(second_app) as second_url, httpx.Client(base_url=second_url) as other, \
+        with serving(second_app) as second_url, httpx.Client(base_url=second_url, timeout=HTTP_TIMEOUT) as other, \
                 visitors.client() as first:
             token = login_form_token(first)
             other.cookies.set(LOGIN_COOKIE, token, domain="127.0.0.1", path="/login")

@@ -28,6 +28,7 @@ from armarius.errors import ERROR_CODES, Unauthenticated
 from armarius.web.app import create_web_app
 from armarius.web.auth import authenticate
 from tests.helpers import OPERATOR, make_team, tool_payload, writing_elsewhere
+from tests.web.people import HTTP_TIMEOUT
 
 pytestmark = pytest.mark.anyio
 
@@ -55,7 +56,7 @@ async def test_a_role_change_applies_to_the_next_call(app: Armarius, base_url: s
 async def test_a_revoked_token_is_refused_at_once(app: Armarius, base_url: str) -> None:
     team = make_team(app)
     headers = {"Authorization": f"Bearer {team.agent_token}"}
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as http:
         assert (await http.get(f"{base_url}/api/whoami", headers=headers)).status_code == 200
         app.directory.revoke_token(team.agent.token_id or 0, by=OPERATOR)
         api = await http.get(f"{base_url}/api/whoami", headers=headers)
@@ -70,7 +71,7 @@ async def test_an_mcp_session_belongs_to_the_token_that_opened_it(app: Armarius,
     accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as http:
         opened = await http.post(f"{base_url}/mcp", json=initialize,
                                  headers={**accept, "Authorization": f"Bearer {first.agent_token}"})
         session = opened.headers["mcp-session-id"]
@@ -126,7 +127,7 @@ async def test_a_tool_call_is_answered_with_one_json_body(app: Armarius, base_ur
                "Authorization": f"Bearer {team.agent_token}"}
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as http:
         opened = await http.post(f"{base_url}/mcp", json=initialize, headers=headers)
         headers |= {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
         await http.post(f"{base_url}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"},
@@ -151,7 +152,7 @@ async def test_each_token_sees_only_its_own_workspace(app: Armarius, base_url: s
 
 async def test_api_and_health(app: Armarius, base_url: str) -> None:
     team = make_team(app)
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as http:
         health = await http.get(f"{base_url}/healthz")
         whoami = await http.get(f"{base_url}/api/whoami", headers={"Authorization": f"Bearer {team.agent_token}"})
         document = (await http.get(f"{base_url}/api/openapi.json")).json()
@@ -177,7 +178,7 @@ async def test_requests_share_the_configured_threads_and_the_health_check_never_
             for holder in holders:  # every request thread busy
                 await limiter.acquire_on_behalf_of(holder)
             try:
-                with anyio.fail_after(10):
+                with anyio.fail_after(HTTP_TIMEOUT):
                     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=web),
                                                  base_url="http://127.0.0.1") as http:
                         health = await http.get("/healthz")
@@ -203,7 +204,7 @@ async def test_the_request_threads_default_to_the_stores(settings: Settings) -> 
 
 
 async def test_the_api_root_lists_its_routes_and_the_openapi_document(app: Armarius, base_url: str) -> None:
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as http:
         index = await http.get(f"{base_url}/api")
         document = (await http.get(f"{base_url}{index.json()['openapi']}")).json()
     assert index.status_code == 200

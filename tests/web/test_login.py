@@ -17,7 +17,7 @@ from armarius.config import Settings
 from armarius.store import iso_utc
 from tests.helpers import OPERATOR, OwnerSQL, make_team
 from tests.web.conftest import serving
-from tests.web.people import Visitors, login_form_token, post_login
+from tests.web.people import HTTP_TIMEOUT, Visitors, login_form_token, post_login
 
 
 def events(app: Armarius, workspace: str, action: str) -> list[audit.AuditEvent]:
@@ -245,7 +245,7 @@ def test_a_session_works_on_every_server_process_of_the_store(
     person = visitors.log_in_team(team)
     second_app = open_app(settings)
     try:
-        with serving(second_app) as second_url, httpx.Client(base_url=second_url,
+        with serving(second_app) as second_url, httpx.Client(base_url=second_url, timeout=HTTP_TIMEOUT,
                                                             cookies={"armarius_session": person.cookie}) as other:
             there = other.get("/api/whoami")
             csrf = person.csrf()
