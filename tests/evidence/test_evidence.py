@@ -364,6 +364,13 @@ def test_recall_finds_active_units_and_not_edited_or_reviewed_ones(lab: Lab) -> 
     assert [hit["unit"] for hit in memory.recall(agent, "notes", mode="lexical")["evidence"]] == ["notes/active"]
 
 
+
+def test_recall_folds_the_accents_of_units_too(lab: Lab) -> None:
+    lab.active("notes/visit", "Besuch in Zürich", "Herr Müller führte uns durchs Café.\n")
+    for query in ("zurich", "MULLER cafe", "Café"):
+        assert [hit["unit"] for hit in lab.app.memory.recall(lab.team.agent, query, mode="lexical")["evidence"]] == [
+            "notes/visit"], query
+
 def _entry(slug: str, title: str, body: str) -> RememberRequest:
     return RememberRequest(slug=slug, title=title, body=body)
 

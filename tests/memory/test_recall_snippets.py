@@ -151,6 +151,18 @@ def test_a_word_is_indexed_at_most_255_times_per_entry_and_every_word_stays_find
     assert indexed.split() == ["yy"] * INDEXED_REPETITIONS + ["end"]
 
 
+def test_recall_folds_accents_on_both_engines(app: Armarius, team: Team) -> None:
+    """A word is found whatever accents the query or the entry writes on its latin letters (PostgreSQL: the
+    unaccent extension, in the configuration the vectors and the queries are both parsed with)."""
+    remember(app, team, "people/visit", "Wir trafen Herrn Müller in Zürich, danach im Café.")
+    remember(app, team, "people/other", "Nobody of that name lives here.")
+    for query in ("muller", "MÜLLER", "Muller zurich", "cafe", "café", "Zürich", "CAFÉ muller"):
+        found = app.memory.recall(team.agent, query, mode="lexical")
+        assert ([hit["slug"] for hit in found["results"]], found["match"]) == (["people/visit"], "all"), query
+    assert app.memory.recall(team.agent, "muller", mode="lexical")["results"][0]["snippet"] == (
+        "Wir trafen Herrn **Müller** in Zürich, danach im Café.")
+
+
 def test_a_snippet_marks_words_as_the_index_compares_them(app: Armarius, team: Team) -> None:
     remember(app, team, "trip/notes", "We drove down the STRASSE to İstanbul with Herrn Müller.")
     results = app.memory.recall(team.agent, "strasse istanbul")["results"]

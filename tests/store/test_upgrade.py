@@ -45,7 +45,7 @@ from armarius.store import Tx, iso_utc
 from armarius.store.engine import Database, PostgresDatabase, SqliteDatabase
 from armarius.store.schema import latest_version, migrate_postgres, migrate_sqlite, postgres_role
 from tests.conftest import ENGINES, PG_ADMIN_URL
-from tests.helpers import OwnerSQL
+from tests.helpers import OwnerSQL, make_team
 
 PASSWORD = "ada: a password set by the previous release"
 OPERATOR = "operator:ops"
@@ -53,7 +53,7 @@ AGENT, HUMAN = "agent:bot", "human:ada"
 DEPLOY_1 = "Deploy with `make release`; the servers stand in Zürich.\n"
 DEPLOY_2 = DEPLOY_1 + "Roll back with `make rollback` — never by hand. ✓\n"
 STAGING = "Staging mirrors production; read [[ops/deploy]] before touching it.\n"
-UNIT, UNIT_BODY = "infra/database-host", "The PostgreSQL primary runs on db-7.internal, replicated to db-8.\n"
+UNIT, UNIT_BODY = "infra/database-host", "The PostgreSQL primary runs on db-7.internal in München, next to db-8.\n"
 DRAFTED, APPROVED = "notes/drafted", "notes/approved"
 #: The previous release wrote its rows at these times (the hashes cover them).
 THEN = datetime(2025, 5, 1, 9, 0, tzinfo=UTC)
@@ -377,6 +377,10 @@ def test_the_old_data_reads_through_the_services(upgraded: tuple[Settings, OldSt
         assert application.memory.read(agent, "ops/staging")["links"] == ["ops/deploy"]
         # The search index the old rows were given (by triggers) answers, also for words of the old revision.
         assert [hit["slug"] for hit in application.memory.recall(agent, "Zürich")["results"]] == ["ops/deploy"]
+        # ... made again where the store had them unfolded (PostgreSQL, migration 0021): accents are folded.
+        assert [hit["slug"] for hit in application.memory.recall(agent, "zurich")["results"]] == ["ops/deploy"]
+        assert [unit["unit"] for unit in application.memory.recall(agent, "munchen",
+                                                                   mode="lexical")["evidence"]] == [UNIT]
         assert [hit["slug"] for hit in application.memory.recall(agent, "rollback")["results"]] == ["ops/deploy"]
         # The old vectors answer, and the one `armarius init` made for the active unit.
         by_meaning = application.memory.recall(agent, "how do we ship a release?", mode="semantic")
@@ -480,3 +484,27 @@ def test_hosts_upgrading_at_once_apply_the_new_migration_once(old_settings: Sett
     applied = sorted(json.loads(stdout)["applied"] for stdout, _ in outcomes)
     assert applied == [[], [], [latest_version(dialect_of(old_settings))]]
     assert verify(old_settings)["events_checked"] == len(old.events)
+
+
+@pytest.mark.parametrize("old_settings", ["postgresql"], indirect=True)
+def test_where_unaccent_cannot_be_created_recall_keeps_the_accents(old_settings: Settings) -> None:
+    """The unaccent extension is trusted, so the database's owner creates it; an owner that may not (no CREATE
+    on the database, or a server without contrib) still migrates, and recall then matches words as written."""
+    settings = old_settings
+    assert settings.database_migrate_url is not None
+    owner = urlsplit(settings.database_migrate_url).username
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'REVOKE CREATE ON DATABASE "{urlsplit(settings.database_migrate_url).path[1:]}" FROM "{owner}"')
+    result = armarius(settings, "--json", "init")
+    assert result.returncode == 0, result.stderr
+    with psycopg.connect(settings.database_migrate_url) as connection:
+        assert connection.execute("SELECT count(*) FROM pg_extension WHERE extname = 'unaccent'").fetchone() == (0,)
+    application = open_app(settings)
+    try:
+        team = make_team(application)
+        application.memory.remember(team.agent, RememberRequest("people/visit", "Visit", "Herr Müller kam."))
+        found = {query: [hit["slug"] for hit in application.memory.recall(team.agent, query, mode="lexical")["results"]]
+                 for query in ("Müller", "MÜLLER", "muller")}
+        assert found == {"Müller": ["people/visit"], "MÜLLER": ["people/visit"], "muller": []}
+    finally:
+        application.close()

@@ -13,7 +13,7 @@ from typing import Any
 
 from armarius.canonical import canonical_json
 from armarius.evidence.model import search_text
-from armarius.store import Later, Row, Tx
+from armarius.store import TSQUERY, Later, Row, Tx
 
 _UNIT_COLUMNS = (
     "id, name, title, status, revision, reviewed_revision, reviewed_by, reviewed_at, active_revision, "
@@ -149,7 +149,7 @@ def search(tx: Tx, expression: str, *, limit: int) -> Later:
         )
     return tx.read_later(
         "SELECT s.unit_id AS id, s.name, s.title, s.revision, s.body FROM evidence_search s, "
-        "to_tsquery('simple', ?) query "
+        f"{TSQUERY} query "
         "WHERE s.workspace_id = ? AND s.tsv @@ query ORDER BY ts_rank(s.tsv, query) DESC, s.unit_id LIMIT ?",
         (expression, workspace, limit),
     )

@@ -16,7 +16,7 @@ from typing import Any
 
 from armarius.memory.model import WORD_PATTERN, Entry
 from armarius.memory.snippets import word_map
-from armarius.store import Later, Row, Tx
+from armarius.store import TSQUERY, Later, Row, Tx
 
 _ENTRY_COLUMNS = (
     "id, slug, title, body, tags, revision, curated_revision, curated_by, curated_at, review_base_revision, "
@@ -290,7 +290,7 @@ def search_later(tx: Tx, expression: str, *, limit: int, curated_only: bool, tag
             (expression, _BM25_WEIGHTS, workspace, *params, limit),
         )
     return tx.read_later(
-        f"SELECT {columns} FROM armarius_search_entries(to_tsquery('simple', ?), ?, ?, ?, ?) hit "
+        f"SELECT {columns} FROM armarius_search_entries({TSQUERY}, ?, ?, ?, ?) hit "
         f"JOIN entries e ON e.id = hit.entry_id AND e.workspace_id = ? {word_maps}"
         "ORDER BY hit.rank DESC, hit.entry_id",
         (expression, limit, curated_only, list(tags), max(limit, RANK_CANDIDATES), workspace),
@@ -320,7 +320,7 @@ def similar_candidates(tx: Tx, expression: str, limit: int) -> Later:
     # Every match is ranked (no candidate bound): a duplicate shares the new entry's rarest words with
     # it, and must not be missed because other entries share its more common ones.
     return tx.read_later(
-        f"SELECT {columns} FROM armarius_search_entries(to_tsquery('simple', ?), ?, false, '{{}}', NULL) hit "
+        f"SELECT {columns} FROM armarius_search_entries({TSQUERY}, ?, false, '{{}}', NULL) hit "
         "JOIN entries e ON e.id = hit.entry_id AND e.workspace_id = ? ORDER BY hit.rank DESC, hit.entry_id",
         (expression, limit, workspace),
     )

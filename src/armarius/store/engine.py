@@ -61,6 +61,12 @@ class UniqueViolation(Exception):
     """A unique constraint refused a write; features turn it into their own error."""
 
 
+#: PostgreSQL: a query's words for the search vectors of entries and evidence units, parsed and folded as
+#: those vectors were made (the text search configuration of migration 0021: accents folded where the
+#: server has the unaccent extension).
+TSQUERY = "to_tsquery('public.armarius_words', ?)"
+
+
 def iso_utc(moment: datetime) -> str:
     """Timestamps are stored as ISO 8601 UTC text on both engines (exact round trips for hashing)."""
     return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")

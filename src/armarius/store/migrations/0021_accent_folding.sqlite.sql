@@ -1,0 +1,2 @@
+-- Recall folds accents on PostgreSQL too (see the PostgreSQL version of this migration). SQLite's
+-- FTS5 indexes already fold them (tokenize = 'unicode61 remove_diacritics 2'): nothing to do.
