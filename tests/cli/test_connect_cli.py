@@ -234,6 +234,37 @@ def test_write_creates_the_clients_usual_file_for_its_owner_only(project: Armari
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
 
 
+def test_write_through_a_link_updates_the_file_it_names_and_keeps_the_link(project: Armarius) -> None:
+    """Dotfiles are often links into a repository of them: the link stays, its file gets the server."""
+    dotfiles = project.cwd / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "mcp.json").write_text('{"mcpServers": {}, "theme": "dark"}')
+    link = project.cwd / ".cursor" / "mcp.json"
+    link.parent.mkdir()
+    link.symlink_to(Path("..") / "dotfiles" / "mcp.json")
+    data = project.json("connect", "cursor", "--transport", "http", *ISSUE, "--write")
+    assert link.is_symlink()
+    target = (dotfiles / "mcp.json").resolve()
+    assert data["written"] == {"path": str(target), "backup": str(target) + ".bak", "replaced": False}
+    assert json.loads(target.read_text())["theme"] == "dark"
+    assert "armarius" in json.loads(link.read_text())["mcpServers"]
+    assert sorted(path.name for path in link.parent.iterdir()) == ["mcp.json"]
+
+
+def test_write_warns_when_git_would_commit_the_token(project: Armarius) -> None:
+    subprocess.run(["git", "init", "-q", str(project.cwd)], check=True)
+    data = project.json("connect", "claude-code", *ISSUE, "--write")
+    assert "does not ignore it, and it holds the token" in data["warning"]
+    text = project("connect", "claude-code", *ISSUE, "--write")
+    assert text.returncode == 0, text.stderr
+    assert f"Warning: {project.cwd / '.mcp.json'} is in a git work tree" in text.stdout
+    assert "(issued now; it is in the file and shown nowhere else)" in text.stdout
+    (project.cwd / ".gitignore").write_text(".mcp.json\n")
+    assert "warning" not in project.json("connect", "claude-code", *ISSUE, "--write")
+    # Outside any work tree there is nothing to warn of (the other tests' folders).
+    assert "warning" not in project.json("connect", "cursor", *ISSUE, "--write",
+                                          str(project.cwd.parent / f"{project.cwd.name}-outside" / "mcp.json"))
+
 def test_write_to_a_named_path_and_the_generic_client_has_none(project: Armarius) -> None:
     target = project.cwd / "elsewhere" / "claude_desktop_config.json"
     data = project.json("connect", "claude-desktop", *ISSUE, "--write", str(target))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shlex
 import stat
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,23 @@ def merge_into(path: Path, document: dict[str, Any], original: bytes | None, key
     return {"path": str(path), "backup": None if backup is None else str(backup), "replaced": replaced}
 
 
+def config_file(path: Path) -> Path:
+    """Where ``path`` (absolute) is written: the file a symbolic link names (dotfiles are often links into
+    a repository of them), so that the link stays a link and its file gets the server."""
+    return path.resolve() if path.is_symlink() else path
+
+
+def unignored_in_git(path: Path) -> bool:
+    """Whether ``path`` lies in a git work tree that does not ignore it: a commit would take the token along.
+    False outside a work tree, and where git cannot tell (not installed)."""
+    try:
+        checked = subprocess.run(["git", "-C", str(path.parent), "check-ignore", "-q", "--", path.name],
+                                 capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return checked.returncode == 1  # 0: ignored; 128: no work tree here
+
+
 # The command -----------------------------------------------------------------------------------------
 
 
@@ -158,7 +176,7 @@ def connect(cli: CliContext, client: str, transport: str | None, token: str | No
     target: Path | None = None
     if write is not None:
         target = Path(write) if write else default_path(client)
-        target = None if target is None else target.absolute()
+        target = None if target is None else config_file(target.absolute())
         if target is None:
             raise InvalidInput("The generic client has no configuration file of its own; give --write PATH "
                                "only for a named client, or copy the printed URL and header.", field="write")
@@ -187,12 +205,16 @@ def connect(cli: CliContext, client: str, transport: str | None, token: str | No
     if target is not None and existing is not None:
         written = merge_into(target, *existing, key, name, config["file"][key][name])
         data["written"] = written
+        if unignored_in_git(target):
+            data["warning"] = (f"{target} is in a git work tree that does not ignore it, and it holds the token: "
+                               "add it to .gitignore before committing (or revoke the token if it was).")
     cli.emit(data, text=_text(data, written, url=url))
 
 
 def _text(data: dict[str, Any], written: dict[str, Any] | None, *, url: str) -> str:
+    where = "the file" if written is not None else "the configuration below"
     who = (f"Token {data['token_id']} for {data['principal']} in {data['workspace']}"
-           + (" (issued now; it is in the configuration below and shown nowhere else)." if data["issued"] else "."))
+           + (f" (issued now; it is in {where} and shown nowhere else)." if data["issued"] else "."))
     lines = [who]
     if data["transport"] == "http":
         lines.append(f"Over HTTP the server must be running: `armarius serve` (MCP at {url}).")
@@ -200,6 +222,8 @@ def _text(data: dict[str, Any], written: dict[str, Any] | None, *, url: str) -> 
         action = "Replaced" if written["replaced"] else "Added"
         lines.append(f"{action} server {data['name']!r} in {written['path']}"
                      + (f" (the previous file is in {written['backup']})." if written["backup"] else "."))
+        if "warning" in data:
+            lines.append(f"Warning: {data['warning']}")
         return "\n".join(lines)
     client = data["client"]
     if client == "http":
