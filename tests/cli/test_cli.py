@@ -114,9 +114,21 @@ def test_a_malformed_settings_file_names_the_key_and_the_file(settings: Settings
 
 
 def test_an_uninitialised_database_says_how_to_migrate(tmp_path: Path) -> None:
-    result = Cli(Settings(data_dir=tmp_path / "empty"))("workspace", "list")
+    settings = Settings(data_dir=tmp_path / "empty")
+    settings.data_dir.mkdir()
+    sqlite3.connect(settings.sqlite_path).close()  # a database file without Armarius's tables
+    result = Cli(settings)("workspace", "list")
     assert result.exit_code == 8
+    assert "schema_outdated" in result.stderr
     assert "armarius init" in result.stderr
+
+
+def test_a_missing_data_folder_is_refused_before_anything_is_created(tmp_path: Path) -> None:
+    result = Cli(Settings(data_dir=tmp_path / "empty"))("workspace", "list")
+    assert result.exit_code == 7
+    assert "There is no Armarius data folder" in result.stderr
+    assert "init` to make one there" in result.stderr
+    assert not (tmp_path / "empty").exists()
 
 
 def test_audit_verify_exits_1_on_a_tampered_log(run: Cli) -> None:

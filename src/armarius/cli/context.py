@@ -10,14 +10,15 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import click
 
 from armarius.app import Armarius, open_app
-from armarius.config import Settings, load_settings
+from armarius.config import SQLITE_FILE_NAME, Settings, load_settings
+from armarius.errors import ConfigError
 from armarius.validation import INT64_MAX
 
 #: A revision, proposal or token number: what the database can hold, no more.
@@ -37,12 +38,33 @@ class CliContext:
         return self._settings
 
     @contextmanager
-    def app(self) -> Iterator[Armarius]:
-        application = open_app(self.settings)
+    def app(self, *, research: bool = True) -> Iterator[Armarius]:
+        """The application on the existing store, closed afterwards; without the research sources unless
+        ``research``. Every command but `init` and `demo` (which make the store) opens it here."""
+        application = self.open_app(self.settings if research else replace(self.settings, research_config=None))
         try:
             yield application
         finally:
             application.close()
+
+    def open_app(self, settings: Settings) -> Armarius:
+        """:func:`open_app` on a store that exists: where there is no SQLite database, the refusal says how to
+        name the data folder or make one, and nothing is created (SQLite would make an empty file)."""
+        if settings.database_url is None:
+            self._require_sqlite_store(settings)
+        return open_app(settings)
+
+    def _require_sqlite_store(self, settings: Settings) -> None:
+        folder = settings.data_dir.absolute()
+        name = ("Pass --data-dir (or set ARMARIUS_DATA_DIR; see docs/configuration.md) to use an existing data "
+                "folder")
+        init = self.command_line("init")
+        if not folder.is_dir():
+            raise ConfigError(f"There is no Armarius data folder at {folder}. {name}, or run `{init}` to make one "
+                              "there.", key="data_dir", data_dir=str(folder))
+        if not settings.sqlite_path.is_file():
+            raise ConfigError(f"The data folder {folder} holds no Armarius database ({SQLITE_FILE_NAME}). {name}, "
+                              f"or run `{init}` to make the database there.", key="data_dir", data_dir=str(folder))
 
     def command_line(self, *arguments: str, with_data_dir: bool = False) -> str:
         """A command a person can paste into the shell it was printed in, and it runs as printed
@@ -79,6 +101,12 @@ def armarius_command() -> str:
     if on_path is not None and Path(on_path).resolve() == script.resolve():
         return "armarius"
     return shlex.quote(str(script))
+
+
+def counted(number: int, noun: str, plural: str | None = None) -> str:
+    """A count and its noun, singular for 1: ``counted(1, "line")`` is "1 line", ``counted(2, "entry",
+    "entries")`` "2 entries"."""
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
 
 
 def format_table(rows: Sequence[Sequence[Any]]) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from armarius.cli.context import NUMBER, CliContext, pass_cli
+from armarius.cli.context import NUMBER, CliContext, counted, pass_cli
 from armarius.cli.human import acting_human, human_options
 from armarius.drafts.model import DraftPayload
 from armarius.drafts.steps import withdrawal_note
@@ -48,7 +48,7 @@ def review_text(content: DraftPayload, heading: str) -> str:
         rule,
         f"slug:  {reveal(content.slug)}",
         f"title: {reveal(content.title)}",
-        f"text ({len(content.text)} characters, {len(content.text.splitlines())} lines):",
+        f"text ({counted(len(content.text), 'character')}, {counted(len(content.text.splitlines()), 'line')}):",
         rule,
         reveal(content.text),
         rule,

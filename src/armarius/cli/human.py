@@ -14,12 +14,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any, TypeVar
 
 import click
 
-from armarius.app import Armarius, open_app
+from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.cli.context import CliContext
 from armarius.errors import NotFound, Unauthenticated, echo
@@ -70,11 +69,8 @@ def acting_human(cli: CliContext, workspace: str, principal: str, password: str 
                  ) -> Iterator[tuple[Armarius, Actor]]:
     """The application and the authenticated human acting in it. Opened without research sources unless
     the command queries them (``research``): a missing repository must not stop a human from reviewing."""
-    app = open_app(cli.settings if research else replace(cli.settings, research_config=None))
-    try:
+    with cli.app(research=research) as app:
         yield app, human_actor(cli, app, principal, password, workspace)
-    finally:
-        app.close()
 
 
 def with_reveal_note(text: str, *shown: str) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from armarius.app import Armarius
-from armarius.cli.context import NUMBER, CliContext, format_table, pass_cli, progress
+from armarius.cli.context import NUMBER, CliContext, counted, format_table, pass_cli, progress
 from armarius.cli.human import acting_human, human_options, with_reveal_note
 from armarius.memory.service import LIST_MAX, RECALL_MAX, RECALL_MODES
 from armarius.textview import reveal
@@ -73,7 +73,7 @@ def memory_search(cli: CliContext, words: tuple[str, ...], tags: tuple[str, ...]
         found = app.memory.recall(actor, " ".join(words), limit=limit, tags=list(tags) or None,
                                   curated_only=curated_only, mode=mode)
     results = found["results"]
-    heading = {"all": f"{len(results)} best matches of all the words:",
+    heading = {"all": f"{counted(len(results), 'best match', 'best matches')} of all the words:",
                "any": "No entry holds all the words; these hold some of them:",
                "meaning": "No entry holds the words; these are close in meaning:",
                "none": "No entry matches."}[found["match"]]
@@ -214,8 +214,9 @@ def memory_reindex(cli: CliContext, workspace: str | None) -> None:
     with cli.app() as app:
         results = reindex_all(app, workspace)
     cli.emit(results, text="\n".join(
-        f"{name}: {result['embedded']} embedded; {result['with_vector']} of {result['entries']} entries and "
-        f"{result['units_with_vector']} of {result['units']} active evidence units have a vector."
+        f"{name}: {result['embedded']} embedded; {result['with_vector']} of "
+        f"{counted(result['entries'], 'entry', 'entries')} and {result['units_with_vector']} of "
+        f"{counted(result['units'], 'active evidence unit')} have a vector."
         for name, result in results.items()) or "There are no workspaces.")
 
 

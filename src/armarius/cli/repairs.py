@@ -18,8 +18,11 @@ from typing import Any
 
 import click
 
-from armarius.cli.context import NUMBER, CliContext, format_table, pass_cli
+from armarius.app import Armarius
+from armarius.auth.model import Actor
+from armarius.cli.context import NUMBER, CliContext, counted, format_table, pass_cli
 from armarius.cli.human import acting_human, human_options, with_reveal_note
+from armarius.errors import NotFound
 from armarius.repairs.model import Status, TargetKind
 from armarius.textview import reveal
 
@@ -65,7 +68,9 @@ def _alternative(item: dict[str, Any], kind_note: str) -> tuple[list[str], list[
     ], shown
 
 
-def _repair_text(cli: CliContext, view: dict[str, Any], workspace: str, principal: str) -> str:
+def _repair_text(cli: CliContext, view: dict[str, Any], workspace: str, principal: str,
+                 session_owner: str | None = None) -> str:
+    """``session_owner``: the other principal whose open session the repair is in (applying takes it over)."""
     acting = ("--workspace", workspace, "--as", principal)
     repair = str(view["repair"])
     lines = [
@@ -95,9 +100,13 @@ def _repair_text(cli: CliContext, view: dict[str, Any], workspace: str, principa
                                                         for o in view["pending_operations"]]])]
     if view["status"] == Status.PROPOSED:
         options = [item["option"] for item in view["alternatives"]]
+        take_over = ("--take-over",) if session_owner is not None else ()
         lines += ["", "Decide:",
                   "  Apply one:      " + cli.command_line("memory", "repair-apply", repair, "--option", options[0],
-                                                          *acting),
+                                                          *take_over, *acting),
+                  *([f"                  (--take-over: session {view['session']} is open and belongs to "
+                     f"{reveal(session_owner)}; applying takes it over first, recorded, so that the receipt names "
+                     "you)"] if session_owner is not None else []),
                   "  Reject all:     " + cli.command_line("memory", "repair-reject", repair, *acting),
                   "  Reformulate:    " + cli.command_line("memory", "repair-reject", repair, "--reformulate",
                                                           "--comment", "WHAT TO CHANGE", *acting)]
@@ -140,7 +149,7 @@ def repair_prepare(cli: CliContext, session_id: int, conflict: str, alternatives
     with acting_human(cli, workspace, principal, password) as (app, actor):
         view = app.repairs.prepare(actor, session_id, conflict, alternatives)
     cli.emit(view, text=f"Repair {view['repair']} proposed in session {session_id} with "
-                        f"{len(view['alternatives'])} alternatives: " + cli.command_line(
+                        f"{counted(len(view['alternatives']), 'alternative')}: " + cli.command_line(
                             "memory", "repair-show", str(view["repair"]), "--workspace", workspace, "--as",
                             principal))
 
@@ -154,7 +163,21 @@ def repair_show(cli: CliContext, repair_id: int, workspace: str, principal: str,
     Checks the target again first (a saved correction changed since is superseded)."""
     with acting_human(cli, workspace, principal, password) as (app, actor):
         view = app.repairs.show(actor, repair_id)
-    cli.emit(view, text=_repair_text(cli, view, workspace, principal))
+        owner = _other_owner(app, actor, view["session"]) if view["status"] == Status.PROPOSED else None
+    cli.emit(view, text=_repair_text(cli, view, workspace, principal, owner))
+
+
+def _other_owner(app: Armarius, actor: Actor, session_id: int) -> str | None:
+    """The owner of the session when it is open and not the actor's: repair-apply must take it over first.
+    None otherwise, and for an actor who may not see the session (who may not take it over either)."""
+    try:
+        with app.database.transaction(workspace_id=actor.workspace_id) as tx:
+            session = app.sessions.state(actor, session_id, within=tx)
+    except NotFound:
+        return None
+    if session["status"] == "closed" or session["owner_id"] == actor.principal_id:
+        return None
+    return str(session["owner"])
 
 
 @click.command("repairs")
@@ -216,7 +239,7 @@ def repair_retry(cli: CliContext, repair_id: int, continue_pending: bool, worksp
         view = app.repairs.retry(actor, repair_id, continue_pending=continue_pending)
     left = len(view["pending_operations"])
     cli.emit(view, text=f"Repair {repair_id}: {_status(view)}. {view['outcome']}" + (
-        f" {left} operations still pending." if left else ""))
+        f" {counted(left, 'operation')} still pending." if left else ""))
 
 
 #: The commands `armarius memory` gains.

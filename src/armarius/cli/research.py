@@ -37,7 +37,28 @@ def research_query(cli: CliContext, config_path: Path, query_path: Path, evidenc
     service = ResearchService(config)
     try:
         answer = service.answer(arguments)
+    except InvalidInput as error:
+        raise in_query_file_terms(error, query_path) from None
     finally:
         service.close()
     write_capture(evidence or config_path.resolve().parent / "evidence", answer.capture)
     click.echo(json.dumps(answer.view(), ensure_ascii=False, indent=None if cli.as_json else 2, sort_keys=True))
+
+
+#: How a refusal of a query words it for an agent, which sent it as the project_query tool's ``arguments``,
+#: and how the same words read for a person who wrote it in the --query file.
+_AGENT_TERMS = (
+    ("'arguments' of the project query", "The query in {file}"),
+    ("of the project query", "of the query in {file}"),
+    ("Check the schema", "Check the query file against the project-query-v1 schema (docs/research.md)"),
+    ("call again", "run the command again"),
+)
+
+
+def in_query_file_terms(error: InvalidInput, query_path: Path) -> InvalidInput:
+    """The refusal of a query in the CLI's terms: the query file, not the MCP tool's ``arguments``."""
+    message = error.message
+    for agent, person in _AGENT_TERMS:
+        message = message.replace(agent, person.format(file=query_path))
+    details = {**error.details, **({"field": "query"} if error.details.get("field") == "arguments" else {})}
+    return InvalidInput(message, **details)

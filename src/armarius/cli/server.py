@@ -25,7 +25,7 @@ from armarius.auth.permissions import Kind, Role
 from armarius.auth.secrets import new_password
 from armarius.cli.connect import base_url as _base_url
 from armarius.cli.connect import claude_code_http, http_entry, stdio_entry
-from armarius.cli.context import CliContext, armarius_command, pass_cli
+from armarius.cli.context import CliContext, armarius_command, counted, pass_cli
 from armarius.cli.memory import reindex_all
 from armarius.config import write_settings_file
 from armarius.errors import ArmariusError, InvalidInput, NotFound, PortInUse
@@ -57,8 +57,9 @@ def init(cli: CliContext) -> None:
         {"data_dir": str(settings.data_dir), "schema_version": version, "applied": applied, "embedded": embedded},
         text=f"Data folder {settings.data_dir}: schema at version {version}"
         + (f" (applied {', '.join(map(str, applied))})." if applied else " (already up to date).")
-        + "".join(f"\nWorkspace {name}: {result['embedded']} entries and evidence units embedded for recall by "
-                  "meaning." for name, result in embedded.items()),
+        + "".join(f"\nWorkspace {name}: "
+                  f"{counted(result['embedded'], 'entry or evidence unit', 'entries and evidence units')} embedded "
+                  "for recall by meaning." for name, result in embedded.items()),
     )
 
 
@@ -73,6 +74,24 @@ def listen(host: str, port: int) -> list[socket.socket]:
     except socket.gaierror:
         raise InvalidInput(f"{host!r} is not an address of this machine nor a name that resolves; give --host "
                            "an address such as 127.0.0.1.", field="host") from None
+    try:
+        return _bind(addresses)
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            other = free_port_near(host, port)
+            example = f", for example --port {other}" if other is not None else " with --port"
+            raise PortInUse(
+                f"Port {port} on {host} is taken: another program (perhaps another Armarius) listens there. "
+                f"Stop it, or pick another port{example} (or set [server] port in armarius.toml, or "
+                "ARMARIUS_PORT).", host=host, port=port,
+            ) from None
+        raise InvalidInput(f"Cannot listen on {host} port {port}: {error.strerror}. Pick another --host or --port "
+                           "(ports below 1024 need administrator rights).", field="port", host=host,
+                           port=port) from None
+
+
+def _bind(addresses: list[Any]) -> list[socket.socket]:
+    """A listening socket on each address (from getaddrinfo), or OSError with none left open."""
     sockets: list[socket.socket] = []
     try:
         for family, kind, protocol, _, address in dict.fromkeys(addresses):
@@ -84,20 +103,30 @@ def listen(host: str, port: int) -> list[socket.socket]:
                 listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             listener.bind(address)
             listener.listen(2048)
-    except OSError as error:
+    except OSError:
         for listener in sockets:
             listener.close()
-        if error.errno == errno.EADDRINUSE:
-            other = port + 1 if port < 65535 else 8765
-            raise PortInUse(
-                f"Port {port} on {host} is taken: another program (perhaps another Armarius) listens there. "
-                f"Stop it, or pick another port, for example --port {other} (or set [server] port in "
-                "armarius.toml, or ARMARIUS_PORT).", host=host, port=port,
-            ) from None
-        raise InvalidInput(f"Cannot listen on {host} port {port}: {error.strerror}. Pick another --host or --port "
-                           "(ports below 1024 need administrator rights).", field="port", host=host,
-                           port=port) from None
+        raise
     return sockets
+
+
+#: How many ports after a taken one a refusal tries before it suggests one.
+PORTS_TRIED = 20
+
+
+def free_port_near(host: str, port: int) -> int | None:
+    """The first of the ports after ``port`` (from 8765 past the last) that the server could listen on
+    right now, checked as :func:`listen` binds; None when none of :data:`PORTS_TRIED` is."""
+    after: list[int] = [*range(port + 1, min(port + PORTS_TRIED, 65535) + 1), *range(8765, 8765 + PORTS_TRIED)]
+    for candidate in [number for number in after if number != port][:PORTS_TRIED]:
+        try:
+            addresses = socket.getaddrinfo(host, candidate, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+            for listener in _bind(addresses):
+                listener.close()
+        except OSError:  # socket.gaierror included
+            continue
+        return candidate
+    return None
 
 
 @contextmanager
