@@ -22,6 +22,7 @@ import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO, NamedTuple
 
 from armarius.errors import Conflict
 
@@ -37,7 +38,7 @@ def write_atomically(path: Path, content: bytes, *, mode: int | None = None, roo
     if root is not None:
         with open_folder(root, path.parent, create=True) as descriptor:
             assert descriptor is not None  # made when missing
-            _refuse_other_than_file(root, path, descriptor)
+            refuse_other_than_file(root, path, descriptor)
             temporary = _write_temporary(path.parent, path.name, content, mode, descriptor)
             try:
                 os.replace(temporary.name, path.name, src_dir_fd=descriptor, dst_dir_fd=descriptor)
@@ -68,11 +69,47 @@ def read_bytes(path: Path, *, root: Path | None = None) -> bytes | None:
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
     with open_folder(root, path.parent) as folder:
-        descriptor = None if folder is None else _open_file(folder, path.name)
-        if descriptor is None:
+        found = None if folder is None else read_regular(folder, path.name)
+        return None if found is None else found.content
+
+
+class Found(NamedTuple):
+    """What :func:`read_regular` read of a regular file: its first bytes (all of them without a limit) and
+    its size."""
+
+    content: bytes
+    size: int
+
+
+def read_regular(folder: int, name: str, *, limit: int | None = None) -> Found | None:
+    """The regular file ``name`` in ``folder`` (a descriptor), not followed if a link: at most ``limit`` of
+    its bytes (a reader that knows how long the file must be reads one more, never an endless stream) and its
+    size; None when it is missing, a link or anything but a regular file (a FIFO, a folder, a device)."""
+    with open_regular(folder, name) as handle:
+        if handle is None:
             return None
-        with os.fdopen(descriptor, "rb") as handle:
-            return handle.read() if stat.S_ISREG(os.fstat(handle.fileno()).st_mode) else None
+        return Found(handle.read(-1 if limit is None else limit), os.fstat(handle.fileno()).st_size)
+
+
+@contextlib.contextmanager
+def open_regular(folder: int, name: str) -> Iterator[BinaryIO | None]:
+    """The regular file ``name`` in ``folder`` (a descriptor) open for reading until the block ends; None when
+    it is missing, a link or anything but a regular file. Opening never waits (a FIFO put there included)."""
+    descriptor = _open_file(folder, name)
+    if descriptor is None:
+        yield None
+        return
+    try:
+        regular = stat.S_ISREG(os.fstat(descriptor).st_mode)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    if not regular:  # a folder (which opens for reading), a FIFO, a device
+        os.close(descriptor)
+        yield None
+        return
+    with os.fdopen(descriptor, "rb") as handle:
+        yield handle
 
 
 def _open_file(folder: int, name: str) -> int | None:
@@ -102,10 +139,12 @@ def temporary_files(path: Path, *, root: Path | None = None) -> list[str]:
 
 
 @contextlib.contextmanager
-def open_folder(root: Path, folder: Path, *, create: bool = False) -> Iterator[int | None]:
+def open_folder(root: Path, folder: Path, *, create: bool = False, durable: bool = True,
+                strict: bool = False) -> Iterator[int | None]:
     """A descriptor of ``folder`` (below ``root``), reached one component at a time without following links,
     until the block ends; None when it is missing or not a folder. ``create``: missing folders are made, each
-    made durable in its parent; a link where a folder belongs refuses (conflict), a file fails (FileExistsError)."""
+    made durable in its parent (unless not ``durable``: for files that are not forced to disk either); a link
+    where a folder belongs refuses (conflict), a file fails (FileExistsError), or refuses too when ``strict``."""
     parts = folder.relative_to(root).parts
     if any(part in ("", ".", "..") for part in parts):
         raise ValueError(f"{folder} is not a plain path below {root}")
@@ -120,10 +159,10 @@ def open_folder(root: Path, folder: Path, *, create: bool = False) -> Iterator[i
         return
     try:
         for depth, part in enumerate(parts):
-            child = _open_child(descriptor, part, create=create)
+            child = _open_child(descriptor, part, create=create, durable=durable)
             if child is None:
                 if create:
-                    _refuse_link(descriptor, part, Path(*parts[:depth + 1]))
+                    _refuse_link(descriptor, part, Path(*parts[:depth + 1]), strict=strict)
                 os.close(descriptor)
                 descriptor = -1
                 break
@@ -135,7 +174,7 @@ def open_folder(root: Path, folder: Path, *, create: bool = False) -> Iterator[i
             os.close(descriptor)
 
 
-def _open_child(parent: int, name: str, *, create: bool) -> int | None:
+def _open_child(parent: int, name: str, *, create: bool, durable: bool = True) -> int | None:
     """The folder ``name`` in ``parent``, not followed if a link; None when it is missing (and not to be made),
     a link or anything else."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -150,7 +189,8 @@ def _open_child(parent: int, name: str, *, create: bool) -> int | None:
         raise
     with contextlib.suppress(FileExistsError):  # made by another writer just now
         os.mkdir(name, dir_fd=parent)
-    os.fsync(parent)
+    if durable:
+        os.fsync(parent)
     try:
         return os.open(name, flags, dir_fd=parent)
     except OSError as error:
@@ -159,17 +199,20 @@ def _open_child(parent: int, name: str, *, create: bool) -> int | None:
         raise
 
 
-def _refuse_link(parent: int, name: str, relative: Path) -> None:
+def _refuse_link(parent: int, name: str, relative: Path, *, strict: bool = False) -> None:
     """Where a folder must be made: a link refuses (conflict); anything else fails as making the folder would
-    (FileExistsError)."""
+    (FileExistsError), or refuses too when ``strict``."""
     if stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
         raise _refused(relative, "is a symbolic link, not a folder")
+    if strict:
+        raise _refused(relative, "is not a folder")
     raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(relative))
 
 
-def _refuse_other_than_file(root: Path, path: Path, folder: int) -> None:
+def refuse_other_than_file(root: Path, path: Path, folder: int) -> None:
     """A writer replaces a regular file or makes a new one; a link (whose target a reader would be shown) or
-    anything else is left alone and refused."""
+    anything else is left alone and refused (conflict, naming ``path`` below ``root``; ``folder`` is the
+    descriptor of its folder). Nothing there, or a regular file: nothing to refuse."""
     try:
         found = os.stat(path.name, dir_fd=folder, follow_symlinks=False)
     except FileNotFoundError:

@@ -584,6 +584,7 @@ def test_invalid_inputs_are_refused_and_write_nothing(bench: Bench) -> None:
     wrong: list[Any] = [
         [], "quest:1", {"entity_type": "quest", "id": 1}, [quest, quest],
         [{"entity_type": "creature", "id": 1}],             # not a configured entity type
+        [{"entity_type": ["quest"], "id": 1}], [{"entity_type": {"quest": 1}, "id": 1}],  # not a name at all
         [{"entity_type": "quest", "id": 1, "extra": 2}], [{"entity_type": "quest"}], ["quest:1"],
         [{"entity_type": "quest", "id": 1.0}], [{"entity_type": "quest", "id": True}],
         [{"entity_type": "quest", "id": None}], [{"entity_type": "quest", "id": [1]}],

@@ -79,8 +79,8 @@ def run_then_die(self, request):
 real_write = service.write_capture
 
 
-def write_then_die(target, capture, spares=None):
-    path = real_write(target, capture, spares)
+def write_then_die(target, capture, spares=None, **options):
+    path = real_write(target, capture, spares, **options)
     seen["wal_before_commit"] = wal_size()
     if job["kill"] == "file_written":
         die(file=path.name, intact=verify_capture(path))

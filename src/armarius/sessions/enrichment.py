@@ -45,7 +45,7 @@ def check_inputs(inputs: Any, config: EnrichmentConfig) -> list[dict[str, Any]]:
         raise InvalidInput(form, field="inputs")
     checked, seen = [], set()
     for number, item in enumerate(inputs):
-        if (not isinstance(item, dict) or set(item) != {"entity_type", "id"}
+        if (not isinstance(item, dict) or set(item) != {"entity_type", "id"} or not isinstance(item["entity_type"], str)
                 or item["entity_type"] not in config.entities):
             raise InvalidInput(form, field=f"inputs[{number}]")
         value = item["id"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -47,7 +48,7 @@ from armarius.errors import (
     ResearchUnavailable,
     SessionBlocked,
 )
-from armarius.research.captures import Capture, SpareFiles, write_capture
+from armarius.research.captures import Capture, SpareFiles, capture_digest, write_capture
 from armarius.research.model import EnrichmentConfig
 from armarius.research.service import Answer, ResearchService, validate_query
 from armarius.sessions import queries, refusals, views
@@ -94,7 +95,7 @@ class SessionService:
     _spares: SpareFiles = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._spares = SpareFiles(self.evidence_dir / ".spare")
+        self._spares = SpareFiles(self.evidence_dir / ".spare", root=self.evidence_dir)
 
     def shutdown(self) -> None:
         """Stop making spare files (on the application's close)."""
@@ -429,26 +430,30 @@ class SessionService:
     # Files and verification (no git or database server needed) ------------------------------------
 
     def session_folder(self, workspace: str, session_id: int) -> Path:
+        """The folder of a session's capture files, below :attr:`evidence_dir`: every file there is reached from
+        it without following links (a link or anything but a folder on the way is no folder to a reader; a
+        writer refuses it), and is taken only if it is a regular file."""
         return self.evidence_dir / workspace / "sessions" / str(session_id) / "captures"
 
     def capture_files(self, actor: Actor, session_id: int, capture_ids: Iterable[str], *,
                       inline_max: int | None = None) -> dict[str, dict[str, Any]]:
-        """Captures of a session as their mirror files hold them, by id: ``state`` ok, missing or altered (the
-        bytes do not hash to the id), ``size`` in bytes and, when ok (and at most ``inline_max`` bytes), the
-        ``document``. Only captures the session's evidence records name (not_found otherwise)."""
+        """Captures of a session as their mirror files hold them, by id: ``state`` ok, missing (a link or
+        anything but a regular file included) or altered (the bytes do not hash to the id), ``size`` in bytes
+        and, when ok (and at most ``inline_max`` bytes), the ``document``. Only captures the session's evidence
+        records name (not_found otherwise)."""
         wanted = list(dict.fromkeys(capture_ids))
         if not all(isinstance(capture, str) and CAPTURE_ID.fullmatch(capture) for capture in wanted):
             raise InvalidInput("A capture is named by its id: 64 lowercase hex digits.", field="capture")
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             self._readable(tx, actor, session_id)
-            recorded = {capture["capture_id"] for capture in queries.captures_of(tx, session_id)}
+            recorded = {capture["capture_id"]: capture["content"] for capture in queries.captures_of(tx, session_id)}
         unknown = [capture for capture in wanted if capture not in recorded]
         if unknown:
             raise NotFound(f"Session {session_id} has no capture {unknown[0]}.", session=session_id,
                            capture=unknown[0], captures=unknown)
-        folder = self.session_folder(actor.workspace, session_id)
-        return {capture: _capture_file(folder / f"{capture}.json", session_id, capture, inline_max)
-                for capture in wanted}
+        with files.open_folder(self.evidence_dir, self.session_folder(actor.workspace, session_id)) as folder:
+            return {capture: _capture_file(folder, session_id, capture, recorded[capture], inline_max)
+                    for capture in wanted}
 
     def verify(self, actor: Actor, session_id: int) -> dict[str, Any]:
         """Check the session's capture files against their hashes and the store, and every evidence record
@@ -465,7 +470,7 @@ class SessionService:
                        if reservation["state"] == Reservation.RESERVED]
         for record in records:
             problems += views.record_problems(record, stored.get(record["capture_id"]))
-        problems += views.file_problems(folder, stored)
+        problems += views.file_problems(self.evidence_dir, folder, stored)
         if not row["used"] == consumed == charged:
             problems.append({"problem": "budget_mismatch", "used": row["used"], "consumed_reservations": consumed,
                              "evidence_records": charged})
@@ -477,26 +482,41 @@ class SessionService:
 
     def rebuild_files(self, actor: Actor, session_id: int) -> dict[str, Any]:
         """Write the session's capture files again from the store: missing and altered ones are restored
-        (a human's act, recorded in the audit log). Files the store does not know are reported, not removed."""
+        (a human's act, recorded in the audit log). Files the store does not know are reported, not removed.
+        A link or anything but a regular file where a capture file belongs (or anything but a folder on the
+        way to the folder) refuses (conflict, naming it below the evidence folder) before anything is written."""
         actor.require_human(Permission.SESSIONS_MANAGE, "rebuild a session's capture files")
         folder = self.session_folder(actor.workspace, session_id)
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             self._readable(tx, actor, session_id)
             stored = queries.captures_of(tx, session_id)
-        restored, known = [], {capture["capture_id"] for capture in stored}
-        for capture in stored:
-            if capture["content"] is None:
-                continue
-            content = capture["content"].encode("utf-8")
-            path = folder / f"{capture['capture_id']}.json"
-            if not path.is_file() or path.read_bytes() != content:
-                write_capture(folder, Capture(capture["capture_id"], content))
-                restored.append(capture["capture_id"])
-        extra = sorted(path.name for path in folder.glob("*.json") if path.name.removesuffix(".json") not in known)
-        if restored:
-            with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
-                audit.append(tx, actor=actor.audit_name, action="session.files_rebuilt", subject=str(session_id),
-                             details={"session": session_id, "restored": restored})
+        known = {capture["capture_id"] for capture in stored}
+        wrong: list[Capture] = []
+        with files.open_folder(self.evidence_dir, folder) as descriptor:
+            for row in stored:
+                if row["content"] is None:
+                    continue
+                content = row["content"].encode("utf-8")
+                path = folder / f"{row['capture_id']}.json"
+                found = None if descriptor is None else files.read_regular(descriptor, path.name,
+                                                                           limit=len(content) + 1)
+                if found is None and descriptor is not None:
+                    files.refuse_other_than_file(self.evidence_dir, path, descriptor)
+                if found is None or found.content != content:
+                    wrong.append(Capture(row["capture_id"], content))
+            extra = [] if descriptor is None else sorted(
+                name for name in os.listdir(descriptor)
+                if _capture_file_name(name) and name.removesuffix(".json") not in known)
+        restored: list[str] = []
+        try:
+            for missing in wrong:  # each refused if a link or anything else was put on its way meanwhile
+                write_capture(folder, missing, root=self.evidence_dir)
+                restored.append(missing.id)
+        finally:
+            if restored:
+                with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
+                    audit.append(tx, actor=actor.audit_name, action="session.files_rebuilt", subject=str(session_id),
+                                 details={"session": session_id, "restored": restored})
         return {"session": session_id, "folder": str(folder), "captures": len(stored), "restored": restored,
                 "extra_files": extra}
 
@@ -579,7 +599,8 @@ class SessionService:
         running: nothing consumed). The file, a mirror, is written before the commit, while the record's
         statements are on their way (PostgreSQL)."""
         capture = answer.capture
-        tx.meanwhile(partial(write_capture, self.session_folder(actor.workspace, session_id), capture, self._spares))
+        tx.meanwhile(partial(write_capture, self.session_folder(actor.workspace, session_id), capture, self._spares,
+                             root=self.evidence_dir))
         seq, repeat_of, new, left = queries.insert_record(
             tx, session_id, capture_id=capture.id, content=capture.content.decode("utf-8"), request=answer.request,
             principal_id=actor.principal_id, actor=actor.audit_name, at=at, enrichment_revision=enrichment,
@@ -756,13 +777,34 @@ def _listing_owner(actor: Actor, status: str | None, everyone: bool) -> int | No
     return None if everyone and actor.can(Permission.SESSIONS_MANAGE) else actor.principal_id
 
 
-def _capture_file(path: Path, session_id: int, capture_id: str, inline_max: int | None) -> dict[str, Any]:
-    found: dict[str, Any] = {"session": session_id, "capture": capture_id, "file": path.name}
-    content = files.read_bytes(path)
-    if content is None:
+def _capture_file_name(name: str) -> bool:
+    """Whether a name in a captures folder is a capture file's (``*.json``, not hidden)."""
+    return name.endswith(".json") and not name.startswith(".")
+
+
+def _capture_file(folder: int | None, session_id: int, capture_id: str, stored: str | None,
+                  inline_max: int | None) -> dict[str, Any]:
+    """A capture as its file in ``folder`` (a descriptor; None: no folder) holds it. A file is read up to one
+    byte past the stored capture's length; without a stored copy it is hashed first, and read only if whole."""
+    name = f"{capture_id}.json"
+    found: dict[str, Any] = {"session": session_id, "capture": capture_id, "file": name}
+    if folder is None:
         return {**found, "state": "missing", "size": None}
+    if stored is None:
+        digest = capture_digest(folder, name)
+        if digest is None:
+            return {**found, "state": "missing", "size": None}
+        if digest[0] != capture_id:
+            return {**found, "state": "altered", "size": digest[1]}
+        length = digest[1]
+    else:
+        length = len(stored.encode("utf-8"))
+    read = files.read_regular(folder, name, limit=length + 1)
+    if read is None:
+        return {**found, "state": "missing", "size": None}
+    content = read.content
     if hashlib.sha256(content).hexdigest() != capture_id:
-        return {**found, "state": "altered", "size": len(content)}
+        return {**found, "state": "altered", "size": read.size}
     found.update(state="ok", size=len(content))
     if inline_max is None or len(content) <= inline_max:
         found["document"] = json.loads(content)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+from armarius import files
 from armarius.canonical import canonical_json
-from armarius.research.captures import verify_capture
 from armarius.sessions.model import Status
 from armarius.store import Row
 
@@ -56,17 +57,46 @@ def record_problems(record: Row, content: str | None) -> list[dict[str, Any]]:
     return []
 
 
-def file_problems(folder: Path, stored: dict[str, str | None]) -> list[dict[str, Any]]:
+def file_problems(root: Path, folder: Path, stored: dict[str, str | None]) -> list[dict[str, Any]]:
+    """What is wrong with the capture files in ``folder``, reached from ``root`` (the evidence folder) without
+    following links, against the ``stored`` captures (id: content). A link or anything but a regular file named
+    like a capture file is ``not_a_file`` (read by no one, replaced by no one); a link or anything but a folder
+    on the way to the folder leaves it missing. A file is read up to one byte past the stored capture's length."""
     problems: list[dict[str, Any]] = []
-    present = {path.name.removesuffix(".json"): path for path in folder.glob("*.json")} if folder.is_dir() else {}
-    for capture_id, path in sorted(present.items()):
-        if capture_id not in stored:
-            problems.append({"problem": "extra_file", "file": path.name})
-        elif not verify_capture(path) or (stored[capture_id] or "").encode("utf-8") != path.read_bytes():
-            problems.append({"problem": "modified_file", "file": path.name})
+    with files.open_folder(root, folder) as descriptor:
+        entries: list[os.DirEntry[str]] = []
+        if descriptor is not None:
+            with os.scandir(descriptor) as listing:
+                entries = list(listing)
+        present = {entry.name.removesuffix(".json"): entry for entry in entries
+                   if entry.name.endswith(".json") and not entry.name.startswith(".")}
+        for capture_id, entry in sorted(present.items()):
+            if not entry.is_file(follow_symlinks=False):
+                problems.append({"problem": "not_a_file", "file": entry.name})
+            elif capture_id not in stored:
+                problems.append({"problem": "extra_file", "file": entry.name})
+            else:
+                assert descriptor is not None  # entries were listed
+                expected = (stored[capture_id] or "").encode("utf-8")
+                found = files.read_regular(descriptor, entry.name, limit=len(expected) + 1)
+                if found is None:  # replaced or removed since it was listed
+                    problems.append({"problem": "not_a_file" if _taken(descriptor, entry.name) else "missing_file",
+                                     "file": entry.name})
+                elif hashlib.sha256(found.content).hexdigest() != capture_id or found.content != expected:
+                    problems.append({"problem": "modified_file", "file": entry.name})
     problems += [{"problem": "missing_file", "file": f"{capture_id}.json"}
                  for capture_id in sorted(set(stored) - set(present))]
     # A writer killed before it renamed its temporary file leaves it behind.
-    problems += [{"problem": "stale_temporary_file", "file": path.name}
-                 for path in (sorted(folder.glob(".*.tmp")) if folder.is_dir() else [])]
+    problems += [{"problem": "stale_temporary_file", "file": entry.name}
+                 for entry in sorted(entries, key=lambda entry: entry.name)
+                 if entry.name.startswith(".") and entry.name.endswith(".tmp")]
     return problems
+
+
+def _taken(folder: int, name: str) -> bool:
+    """Whether anything (a link, a FIFO, a folder) has the name ``name`` in ``folder``."""
+    try:
+        os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
