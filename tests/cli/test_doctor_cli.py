@@ -214,16 +214,32 @@ def test_a_pinned_commit_or_repository_that_does_not_exist(store: Settings, repo
     assert code == 1
     found = checks(report)
     assert found["research source app"]["ok"] is True
-    assert list(problems(report)) == ["research source moved", "research source gone", "research databases"]
+    # Sources that are not there are outages, not a bad file: it loads, so its databases are checked too.
+    assert list(problems(report)) == ["research source moved", "research source gone"]
     moved = found["research source moved"]
     assert moved["detail"] == f"the pinned commit {MISSING_COMMIT} is not in {repo.path}"
     assert moved["fix"].startswith(f"git -C {repo.path} fetch origin {MISSING_COMMIT} ")
     assert f"git -C {repo.path} rev-parse HEAD" in moved["fix"]
     assert found["research source gone"]["fix"].startswith(f"git clone https://git.example.invalid/gone.git {gone}")
-    assert found["research databases"]["detail"] == "not checked: the research source check failed"
+    assert found["research database world"]["ok"] is True
     assert state(settings) == before
     assert repo.state() == repo_before
     assert not gone.exists()
+
+
+def test_a_pin_naming_a_tree_is_a_mistake_of_the_file_not_a_fetch(store: Settings, repo: Repo, tmp_path: Path
+                                                                    ) -> None:
+    tree = repo.git("rev-parse", f"{repo.pin}^{{tree}}").decode().strip()
+    world = build_sqlite_world(tmp_path / "world.sqlite")
+    settings = with_research(store, [{**source_entry(repo), "commit": tree}], [database_entry(world)])
+    code, report = doctor(settings, **research_env())
+    assert code == 1
+    assert list(problems(report)) == ["research source app", "research databases"]
+    found = checks(report)["research source app"]
+    assert found["detail"] == f"the pin {tree} names a tree in {repo.path}, not a commit"
+    assert found["fix"] == (f"Pin a commit in {settings.data_dir / RESEARCH}: `git -C {repo.path} rev-parse HEAD` "
+                            "prints the one checked out.")
+    assert checks(report)["research databases"]["detail"] == "not checked: the research source check failed"
 
 
 def test_an_unreachable_research_database(store: Settings, tmp_path: Path) -> None:

@@ -288,10 +288,13 @@ def _source(path: Path, entry: dict[str, Any]) -> Check:
                      f"git clone {shlex.quote(str(entry.get('url', 'URL')))} {shown} (or correct repository in "
                      f"{path}).")
     try:
-        found = GitRepository(folder, timeout=SourceLimits.timeout_seconds).object_type(commit) == "commit"
+        kind = GitRepository(folder, timeout=SourceLimits.timeout_seconds).object_type(commit)
     except ArmariusError as error:
         return Check(check, False, error.message, f"Check the repository by hand: git -C {shown} status")
-    if not found:
+    if kind not in (None, "commit"):  # a mistake of the file (the loader refuses it), not something to fetch
+        return Check(check, False, f"the pin {commit} names a {kind} in {folder}, not a commit",
+                     f"Pin a commit in {path}: `git -C {shown} rev-parse HEAD` prints the one checked out.")
+    if kind is None:
         return Check(check, False, f"the pinned commit {commit} is not in {folder}",
                      f"git -C {shown} fetch origin {commit} (or pin a commit it has in {path}: "
                      f"`git -C {shown} rev-parse HEAD` prints the one checked out).")

@@ -1,10 +1,10 @@
 """The research configuration: a TOML file naming what agents may investigate.
 
     [[sources]]
-    name = "app"                         # what queries name
-    repository = "repos/app"             # a local repository, bare or not (relative: to this file's folder)
-    url = "https://git.example/app.git"  # shown in captures as the origin
-    commit = "0123…"                     # the pinned commit: a full hash that must exist
+    name = "app"                         # required: what queries name
+    repository = "repos/app"             # required: a local repository, bare or not (relative: to this file's folder)
+    url = "https://git.example/app.git"  # required: shown in captures as the origin
+    commit = "0123…"                     # required: the pinned commit, a full hash (not a branch or tag)
     max_files = 500                      # optional limits, defaults below
     max_hits = 500
     max_bytes = 1000000
@@ -35,18 +35,28 @@
     [enrichment]                         # optional: armarius.research.model shows its format
 
 Nothing here is chosen by an agent: a query only names a configured source or database.
+
+Loading refuses what is wrong in the file itself: its form, keys, types, names and limits, a pin
+that is not a full commit hash and, where the repository folder exists now, a folder inside
+another repository's work tree or a pin naming an object that is not a commit (a tree, blob or
+tag). A repository folder that is missing (or holds no repository) and a pinned commit it does not
+have (yet) are outages, not mistakes of the file: the file loads (a warning is logged), and each
+query on that source is ``research_unavailable`` saying what is missing (:func:`source_outage`)
+until the operator puts it back.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import tomllib
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from armarius.errors import ConfigError
+from armarius.errors import ConfigError, ResearchUnavailable
 from armarius.research.git import GitRepository
 from armarius.research.model import EnrichmentConfig
 
@@ -55,6 +65,8 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 #: A table or column name Armarius will put into a statement (quoted as well).
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,63}")
 Fail = Callable[[str, str], ConfigError]
+
+logger = logging.getLogger("armarius.research")
 
 
 def shown(name: str) -> str:
@@ -137,7 +149,8 @@ class ResearchConfig:
 
 
 def load_research_config(path: Path, environ: Mapping[str, str] | None = None) -> ResearchConfig:
-    """Read and check the file; every pinned commit is resolved now, so a bad pin fails at start.
+    """Read and check the file. A pin that cannot be a commit fails now; a repository or commit that is not
+    there now is an outage its queries report (see the module's documentation), so the file still loads.
 
     ``environ`` is where ``password_env`` names are looked up (the composition root passes the
     process environment).
@@ -191,7 +204,9 @@ def _source(entry: Any, where: str, base: Path) -> GitSource:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise fail("name must be 1-64 of [a-z0-9._-]", "name")
     if not isinstance(url, str) or not url.strip():
-        raise fail("url is the repository's address to show in captures", "url")
+        found = "" if url is None else "; it is blank here" if isinstance(url, str) else "; here it is not a string"
+        raise fail("url is required: the repository's address, such as \"https://git.example.com/app.git\", shown "
+                   f"in captures as the origin{found}", "url")
     if not isinstance(repository, str) or not repository:
         raise fail("repository is the path of a local git repository", "repository")
     if not isinstance(commit, str) or not _FULL_HASH.fullmatch(commit):
@@ -199,15 +214,81 @@ def _source(entry: Any, where: str, base: Path) -> GitSource:
                    "short hash: the pin must not move", "commit")
     limits = SourceLimits(**_limits(entry, _LIMIT_RANGES, fail))
     folder = (base / repository).resolve()
-    if not folder.is_dir():
-        raise fail(f"repository {str(folder)!r} is not a folder", "repository")
     git = GitRepository(folder, timeout=limits.timeout_seconds)
-    if inside := git.prefix():
-        raise fail(f"repository {str(folder)!r} is the folder {inside!r} inside a repository; name the "
-                   "repository's top folder", "repository")
-    if git.object_type(commit) != "commit":
-        raise fail(f"commit {commit} does not exist in {str(folder)!r} (or is not a commit)", "commit")
-    return GitSource(name=name, url=url, commit=commit, repository=git, limits=limits)
+    source = GitSource(name=name, url=url, commit=commit, repository=git, limits=limits)
+    kind = None
+    if folder.is_dir():
+        try:
+            inside, kind = git.prefix(), git.object_type(commit)
+        except ResearchUnavailable as failure:  # git did not answer in time: an outage too
+            logger.warning("research source %r: its repository %s could not be checked: %s", name, str(folder),
+                           failure.message)
+            return source
+        if inside:
+            raise fail(f"repository {str(folder)!r} is the folder {inside!r} inside a repository; name the "
+                       "repository's top folder", "repository")
+        if kind not in (None, "commit"):
+            raise fail(f"commit {commit} is a {kind} in {str(folder)!r}, not a commit: pin a commit", "commit")
+    if (outage := _outage(source, kind)) is not None:
+        logger.warning("research source %r: %s Its queries are refused (research_unavailable) until then.", name,
+                       outage.message)
+    return source
+
+
+def source_outage(source: GitSource, *, look_again: bool = False) -> ResearchUnavailable | None:
+    """What of the source is not there now: its repository folder, a git repository in that folder, or its
+    pinned commit (or the pin names another kind of object). None when they are there, or when git does not
+    answer in time (the query that asks next says so itself). Only a look: nothing is fetched or changed.
+    A pin once seen to name a commit in this repository is not asked about again unless ``look_again`` (an
+    object never changes kind; after a failure of git, look again): then this costs a look at the folder."""
+    if not source.repository.path.is_dir():
+        return _outage(source, None)
+    if not look_again and _PINS_SEEN.get(source.repository) == source.commit:
+        return None
+    try:
+        kind = source.repository.object_type(source.commit)
+    except ResearchUnavailable:
+        return None
+    return _outage(source, kind)
+
+
+#: Each repository whose source's pinned commit was seen there, as a commit: that pin.
+_PINS_SEEN: weakref.WeakKeyDictionary[GitRepository, str] = weakref.WeakKeyDictionary()
+
+
+def _outage(source: GitSource, kind: str | None) -> ResearchUnavailable | None:
+    """:func:`source_outage`, given what git says the pin names (None: nothing, or no repository answered)."""
+    folder, name, commit = source.repository.path, source.name, source.commit
+    if kind == "commit" and folder.is_dir():
+        _PINS_SEEN[source.repository] = commit
+        return None
+    _PINS_SEEN.pop(source.repository, None)
+    # Agents see these: the server's own paths stay out of them (as out of captures); `doctor` shows them.
+    missing_repository = {"source": name, "missing": "repository"}
+    if not folder.is_dir():
+        return ResearchUnavailable(
+            f"The repository of source {name!r} is missing: its folder is not on the server (moved away, "
+            "deleted or not cloned yet). The operator must put it back, or correct repository in the research "
+            "configuration; `armarius doctor` says how.", **missing_repository)
+    if kind is None and not _holds_a_repository(folder):
+        return ResearchUnavailable(
+            f"The repository of source {name!r} is missing: its folder holds no git repository. The operator must "
+            "clone it there, or correct repository in the research configuration; `armarius doctor` says how.",
+            **missing_repository)
+    pin = {"source": name, "missing": "commit", "commit": commit}
+    if kind is None:
+        return ResearchUnavailable(
+            f"The pinned commit {commit} of source {name!r} is not in its repository (not fetched yet?). "
+            "The operator must fetch it, or pin a commit the repository has; `armarius doctor` says how.", **pin)
+    return ResearchUnavailable(
+        f"The pin {commit} of source {name!r} names a {kind} in its repository, not a commit. The operator must pin a "
+        "commit in the research configuration.", **pin)
+
+
+def _holds_a_repository(folder: Path) -> bool:
+    """Whether a folder looks like a repository: a work tree's ``.git`` (a folder, or the file of a linked worktree
+    or submodule), or a bare repository's ``HEAD`` and ``objects``. Only to word a message."""
+    return (folder / ".git").exists() or ((folder / "HEAD").is_file() and (folder / "objects").is_dir())
 
 
 def _limits(entry: dict[str, Any], ranges: dict[str, tuple[float, float]], fail: Fail) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from armarius.errors import InvalidInput, NotFound, ResearchUnavailable, echo
-from armarius.research.config import GitSource, SourceLimits
+from armarius.research.config import GitSource, SourceLimits, source_outage
 from armarius.research.git import (
     BLOB_MODES,
     GITLINK_MODE,
@@ -103,9 +103,20 @@ def _page_bounds(arguments: dict[str, Any], most: int) -> tuple[int, int]:
 
 
 def run(source: GitSource, arguments: dict[str, Any]) -> dict[str, Any]:
+    """One query's answer. A repository or pinned commit that is not there (moved away, not cloned or fetched
+    yet), or a pin that names no commit, is refused before the query runs, and a failure of git is named for
+    what is missing when that is its cause: ``research_unavailable``, which blocks the query's session."""
     kind = arguments["kind"]
     handler: Callable[[GitSource, dict[str, Any]], dict[str, Any]] = _HANDLERS[kind]
-    return {"kind": kind, "origin": _origin(source), **handler(source, arguments)}
+    if (outage := source_outage(source)) is not None:
+        raise outage
+    try:
+        answer = handler(source, arguments)
+    except ResearchUnavailable as failure:
+        if "timeout_seconds" in failure.details or (outage := source_outage(source, look_again=True)) is None:
+            raise
+        raise outage from None
+    return {"kind": kind, "origin": _origin(source), **answer}
 
 
 # --- source.files ---------------------------------------------------------------------------------------------
