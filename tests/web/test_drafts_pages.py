@@ -124,6 +124,23 @@ def test_hostile_content_renders_escaped_and_revealed(app: Armarius, visitors: V
     assert (twin["text"], twin["shown_fingerprint"], twin["markers"]) == (HOSTILE_TEXT, expected, 5)
 
 
+def test_an_address_spelt_in_look_alike_letters_is_shown_as_markers(app: Armarius, visitors: Visitors) -> None:
+    """https://apple.com spelt with the Cyrillic a, er, er, palochka and ie, and "pay" in Cyrillic letters: the
+    page and its twin count every one, and none is shown as itself."""
+    team = make_team(app)
+    text = "Log in at https://\u0430\u0440\u0440\u04cf\u0435.com/login\nThen \u0440\u0430\u0443 the invoice.\n"
+    proposal = propose(app, team, title="Login", text=text)
+    person = visitors.log_in_team(team)
+    page = person.http.get(f"/drafts/proposals/{proposal}").text
+    twin = person.http.get(f"/api/drafts/proposals/{proposal}").json()
+    for lookalike in ("\u0430", "\u0440", "\u04cf", "\u0435", "\u0443"):
+        assert lookalike not in page
+    assert ('https://<mark class="reveal">⟦U+0430 CYRILLIC SMALL LETTER A⟧</mark><mark class="reveal">⟦U+0440 '
+            'CYRILLIC SMALL LETTER ER⟧</mark>') in page
+    assert "8 hidden or look-alike characters" in page
+    assert (twin["text"], twin["markers"]) == (text, 8)
+
+
 def test_a_proposal_that_does_not_exist(app: Armarius, visitors: Visitors) -> None:
     person = visitors.log_in_team(make_team(app))
     assert person.http.get("/drafts/proposals/999").status_code == 404
