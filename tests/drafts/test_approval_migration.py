@@ -86,6 +86,10 @@ def write_version_6_state(sql: RawSQL) -> dict[str, int]:
                        ("legacy-agent", "agent", AT))
     sql.rows("INSERT INTO memberships (workspace_ref, principal_id, role, created_at) VALUES (?, ?, ?, ?)",
              (workspace, agent, "editor", AT))
+    # The approver: a human editor (an approval lives only while its approver may approve).
+    human = sql.insert("INSERT INTO principals (name, kind, created_at) VALUES (?, ?, ?)", ("x", "human", AT))
+    sql.rows("INSERT INTO memberships (workspace_ref, principal_id, role, created_at) VALUES (?, ?, ?, ?)",
+             (workspace, human, "editor", AT))
     ids: dict[str, int] = {"workspace": workspace}
     public_key = handoff.new_collection_key()[1]
     for name in ("collected", "uncollected", "used"):
@@ -98,7 +102,7 @@ def write_version_6_state(sql: RawSQL) -> dict[str, int]:
         ids[name] = sql.insert(
             "INSERT INTO approvals (workspace_id, kind, token_digest, fingerprint, proposal_id, approver_id, "
             "approved_by, issued_at, expires_at, outcome, sealed_token) VALUES (?, 'create_draft', ?, ?, ?, ?, ?, ?, "
-            "?, ?, ?)", (workspace, f"digest-{name}", f"fp-{name}", proposal, agent, "human:x", AT, LATER, outcome,
+            "?, ?, ?)", (workspace, f"digest-{name}", f"fp-{name}", proposal, human, "human:x", AT, LATER, outcome,
                          sealed))
 
     approval("collected", ids["proposal_collected"], "issued", None)  # handed over: sealed copy deleted
@@ -151,7 +155,7 @@ def test_migration_7_keeps_every_approval_and_frees_proposals_handed_over_for_go
             assert sql.rows("PRAGMA foreign_key_check") == []
         sql.rows("UPDATE approvals SET outcome = 'superseded' WHERE id = ?", (ids["file_live"],))
         with pytest.raises((sqlite3.IntegrityError, psycopg.errors.CheckViolation)):
-            sql.rows("UPDATE approvals SET outcome = 'revoked' WHERE id = ?", (ids["file_live"],))
+            sql.rows("UPDATE approvals SET outcome = 'cancelled' WHERE id = ?", (ids["file_live"],))
     finally:
         sql.close()
 

@@ -29,12 +29,13 @@ import pytest
 from armarius.app import open_app
 from armarius.audit import chain as audit
 from armarius.audit.keys import AuditKey, create_key_file, require_keyring
+from armarius.auth.permissions import Role
 from armarius.auth.secrets import hash_password, new_token, token_digest
 from armarius.auth.web_sessions import WebSessions
 from armarius.canonical import canonical_json
 from armarius.config import Settings, write_settings_file
 from armarius.drafts.model import DraftPayload
-from armarius.errors import Conflict, SchemaOutdated, Unauthenticated
+from armarius.errors import ApprovalExpired, Conflict, OperationConflict, SchemaOutdated, Unauthenticated
 from armarius.evidence.model import UnitFile, fingerprint, render, search_text
 from armarius.memory.embeddings import WordLlamaEmbedder, entry_text, quantize
 from armarius.memory.model import parse_links, slug_key
@@ -274,6 +275,11 @@ class OldWriter:
                                "operation_id, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                (alpha, slug, content.title, content.text, content.fingerprint, approval, operation,
                                 AGENT, at))
+                    # The operation, for replays: without the principal that made it (migration 22 adds it).
+                    tx.execute("INSERT INTO operations (workspace_id, operation_id, kind, fingerprint, result, "
+                               "created_at) VALUES (?, ?, 'create_draft', ?, ?, ?)",
+                               (alpha, operation, content.fingerprint,
+                                json.dumps({"slug": slug, "draft": True}, sort_keys=True), at))
                     self.event(tx, AGENT, "draft.created", slug, {"operation": operation,
                                                                   "fingerprint": content.fingerprint})
                 ids.append(proposal)
@@ -423,7 +429,7 @@ def test_new_writes_continue_the_old_data_and_chains(upgraded: tuple[Settings, O
             "ops/staging"]
         assert application.memory.recall(agent, "Monday")["results"][0]["slug"] == "ops/staging"
 
-        # What the newest migration changed, used by the old rows: the human rejects the proposal whose approval
+        # What migration 20 changed, used by the old rows: the human rejects the proposal whose approval
         # is live, which withdraws it; the one that was drafted cannot be rejected, and its draft reads.
         rejected = application.drafts.reject(human, old.approved_proposal, "Not any more.")
         with pytest.raises(Conflict):
@@ -449,6 +455,26 @@ def test_new_writes_continue_the_old_data_and_chains(upgraded: tuple[Settings, O
         web.end(session)
         with pytest.raises(Unauthenticated):
             web.resolve(started.secret)
+
+        # What the newest migration changed, used by the old rows: the old operation learned its maker from its
+        # draft, so the agent's retry replays it and anyone else is refused; the rebuilt approvals (SQLite) take
+        # the outcome revoked: an approval of the old human's stops working once she may no longer approve.
+        old_draft = {"slug": DRAFTED, "title": "Notes 0", "text": "Old draft 0.\n"}
+        assert application.drafts.create_draft(agent, dict(old_draft), "", "op_old_draft_0") == {
+            "slug": DRAFTED, "draft": True, "replayed": True}
+        with pytest.raises(OperationConflict):
+            application.drafts.create_draft(human, dict(old_draft), "", "op_old_draft_0")
+        with application.database.transaction(workspace_id=old.workspace_id) as tx:
+            assert [dict(row) for row in tx.all("SELECT operation_id, principal_id FROM operations")] == [
+                {"operation_id": "op_old_draft_0", "principal_id": agent.principal_id}]
+        after = {"slug": "notes/after", "title": "After", "text": "Approved after the upgrade.\n"}
+        token = application.drafts.approve(human, payload=dict(after)).token
+        application.directory.set_role("ada", workspace="alpha", role=Role.READER, by=OPERATOR)
+        with pytest.raises(ApprovalExpired) as revoked:
+            application.drafts.create_draft(agent, dict(after), token, "op_after")
+        assert revoked.value.details["reason"] == "revoked"
+        with application.database.transaction(workspace_id=old.workspace_id) as tx:
+            assert tx.scalar("SELECT outcome FROM approvals ORDER BY id DESC LIMIT 1") == "revoked"
 
         # The new events continue the old chains: the next number, linked to the old head.
         heads = old.heads()

@@ -5,11 +5,30 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+from armarius.auth.permissions import ROLE_PERMISSIONS, Kind, Permission
 from armarius.store import Row, Tx
+
+
+def _content_drafted(alias: str) -> str:
+    """Whether a draft of exactly the proposal's content (its slug and fingerprint) exists, whatever approval
+    wrote it: a proposal whose content was drafted through another approval (a file's) is drafted too."""
+    return (f"EXISTS (SELECT 1 FROM drafts d WHERE d.workspace_id = {alias}.workspace_id AND d.slug = {alias}.slug "
+            f"AND d.fingerprint = {alias}.fingerprint)")
+
+
+#: The roles whose holder may issue approvals: human principals only (an agent never holds approvals.issue).
+_APPROVING_ROLES = tuple(sorted(role.value for (kind, role), granted in ROLE_PERMISSIONS.items()
+                                if kind is Kind.HUMAN and Permission.APPROVALS_ISSUE in granted))
+#: An approval's approver may approve in its workspace now: a member whose current role holds approvals.issue.
+_APPROVER_MAY_APPROVE = (
+    "EXISTS (SELECT 1 FROM memberships m JOIN principals r ON r.id = m.principal_id "
+    "WHERE m.workspace_ref = approvals.workspace_id AND m.principal_id = approvals.approver_id "
+    f"AND r.kind = 'human' AND m.role IN ({', '.join('?' for _ in _APPROVING_ROLES)}))"
+)
 
 _PROPOSAL_COLUMNS = (
     "id, slug, title, text, fingerprint, proposer_id, proposed_by, collection_public_key, status, decided_by, "
-    "decided_at, decision_note, created_at"
+    f"decided_at, decision_note, created_at, {_content_drafted('draft_proposals')} AS content_drafted"
 )
 _APPROVAL_COLUMNS = (
     "id, kind, token_digest, fingerprint, slug, proposal_id, approver_id, approved_by, issued_at, expires_at, "
@@ -19,7 +38,8 @@ _APPROVAL_COLUMNS = (
 _PROPOSAL_WITH_APPROVAL = (
     "SELECT p.id, p.slug, p.title, p.text, p.fingerprint, p.proposer_id, p.proposed_by, p.collection_public_key, "
     "p.status, p.decided_by, p.decided_at, p.decision_note, p.created_at, a.id AS approval_id, "
-    "a.outcome AS approval_outcome, a.expires_at AS approval_expires_at, a.collected_at AS approval_collected_at "
+    "a.outcome AS approval_outcome, a.expires_at AS approval_expires_at, a.collected_at AS approval_collected_at, "
+    f"{_content_drafted('p')} AS content_drafted "
     "FROM draft_proposals p LEFT JOIN approvals a ON a.workspace_id = p.workspace_id AND a.id = "
     "(SELECT max(l.id) FROM approvals l WHERE l.workspace_id = p.workspace_id AND l.proposal_id = p.id) "
     "WHERE p.workspace_id = ?"
@@ -65,19 +85,21 @@ def proposals(tx: Tx, stored_status: str | None) -> list[Row]:
 _PROPOSAL_LISTING = (
     "SELECT p.id, p.slug, p.title, p.fingerprint, p.proposed_by, p.status, p.decided_by, p.decided_at, "
     "p.decision_note, p.created_at, a.id AS approval_id, a.outcome AS approval_outcome, "
-    "a.expires_at AS approval_expires_at, a.collected_at AS approval_collected_at "
+    "a.expires_at AS approval_expires_at, a.collected_at AS approval_collected_at, "
+    f"{_content_drafted('p')} AS content_drafted "
     "FROM draft_proposals p LEFT JOIN approvals a ON a.workspace_id = p.workspace_id AND a.id = "
     "(SELECT max(l.id) FROM approvals l WHERE l.workspace_id = p.workspace_id AND l.proposal_id = p.id) "
     "WHERE p.workspace_id = ?"
 )
 #: A proposal's state (steps.proposal_state) as a condition on its stored status and latest approval, at a time.
 _LIVE = "(a.outcome = 'issued' AND a.expires_at > ?)"
+_DRAFTED = _content_drafted("p")
 _STATE_CONDITIONS = {
-    "pending": ("p.status = 'pending'", 0),
+    "pending": (f"p.status = 'pending' AND NOT {_DRAFTED}", 0),
     "rejected": ("p.status = 'rejected'", 0),
-    "approved": (f"p.status = 'approved' AND (a.outcome IS NULL OR {_LIVE})", 1),
-    "drafted": ("p.status = 'approved' AND a.outcome = 'consumed'", 0),
-    "expired": (f"p.status = 'approved' AND a.outcome <> 'consumed' AND NOT {_LIVE}", 1),
+    "approved": (f"p.status = 'approved' AND (a.outcome IS NULL OR {_LIVE}) AND NOT {_DRAFTED}", 1),
+    "drafted": (f"((p.status = 'approved' AND a.outcome = 'consumed') OR (p.status <> 'rejected' AND {_DRAFTED}))", 0),
+    "expired": (f"p.status = 'approved' AND a.outcome <> 'consumed' AND NOT {_LIVE} AND NOT {_DRAFTED}", 1),
 }
 
 
@@ -100,9 +122,9 @@ def proposals_page(tx: Tx, *, state: str | None, now: str, after: int | None, ne
 
 def pending_summary(tx: Tx) -> Row:
     """How many proposals are pending (count) and when the oldest was filed (oldest_at), through
-    draft_proposals_status."""
-    row = tx.one("SELECT count(*) AS count, min(created_at) AS oldest_at FROM draft_proposals "
-                 "WHERE workspace_id = ? AND status = 'pending'", (tx.require_workspace(),))
+    draft_proposals_status; one whose exact content was drafted through another approval waits no more."""
+    row = tx.one("SELECT count(*) AS count, min(p.created_at) AS oldest_at FROM draft_proposals p "
+                 f"WHERE p.workspace_id = ? AND p.status = 'pending' AND NOT {_DRAFTED}", (tx.require_workspace(),))
     assert row is not None
     return row
 
@@ -139,10 +161,12 @@ def insert_approval(tx: Tx, *, kind: str, token_digest: str, fingerprint: str, s
 
 
 def approval_by_digest(tx: Tx, token_digest: str) -> Row | None:
-    """The approval a token digest names in this workspace, locked for the check-then-consume."""
+    """The approval a token digest names in this workspace, locked for the check-then-consume, with whether its
+    approver may approve here now (``approver_may_approve``: the current role and membership, not the old ones)."""
     return tx.one(
-        f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE workspace_id = ? AND token_digest = ?{_lock(tx)}",
-        (tx.require_workspace(), token_digest),
+        f"SELECT {_APPROVAL_COLUMNS}, {_APPROVER_MAY_APPROVE} AS approver_may_approve FROM approvals "
+        f"WHERE workspace_id = ? AND token_digest = ?{_lock(tx)}",
+        (*_APPROVING_ROLES, tx.require_workspace(), token_digest),
     )
 
 
@@ -163,12 +187,16 @@ def consume_approval(tx: Tx, approval_id: int, *, operation_id: str, at: str) ->
     )
 
 
-def expire_due_approvals(tx: Tx, now: str) -> list[Row]:
-    """Mark every live approval of the workspace whose lifetime has passed as expired; its sealed copy goes."""
+def end_dead_approvals(tx: Tx, now: str) -> list[Row]:
+    """Mark every live approval of the workspace that can no longer work as such, its sealed copy gone: expired
+    (its lifetime has passed), else revoked (its approver may no longer approve here: another role, or no
+    membership). The rows marked, with their new outcome."""
     return tx.all(
-        "UPDATE approvals SET outcome = 'expired', sealed_token = NULL "
-        "WHERE workspace_id = ? AND outcome = 'issued' AND expires_at <= ? RETURNING id, slug, proposal_id, expires_at",
-        (tx.require_workspace(), now),
+        "UPDATE approvals SET outcome = CASE WHEN expires_at <= ? THEN 'expired' ELSE 'revoked' END, "
+        "sealed_token = NULL "
+        f"WHERE workspace_id = ? AND outcome = 'issued' AND (expires_at <= ? OR NOT {_APPROVER_MAY_APPROVE}) "
+        "RETURNING id, slug, proposal_id, expires_at, approved_by, outcome",
+        (now, tx.require_workspace(), now, *_APPROVING_ROLES),
     )
 
 
@@ -191,18 +219,21 @@ def mark_collected(tx: Tx, approval_id: int, *, at: str) -> int:
 
 
 def operation(tx: Tx, operation_id: str) -> Row | None:
+    """An operation of the workspace with the principal that made it (NULL: made before operations had one,
+    and no draft names its maker)."""
     return tx.one(
-        "SELECT kind, fingerprint, result FROM operations WHERE workspace_id = ? AND operation_id = ?",
+        "SELECT kind, fingerprint, result, principal_id FROM operations WHERE workspace_id = ? AND operation_id = ?",
         (tx.require_workspace(), operation_id),
     )
 
 
 def insert_operation(tx: Tx, operation_id: str, *, kind: str, fingerprint: str, result: dict[str, Any],
-                     at: str) -> None:
+                     principal_id: int, at: str) -> None:
     tx.execute(
-        "INSERT INTO operations (workspace_id, operation_id, kind, fingerprint, result, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (tx.require_workspace(), operation_id, kind, fingerprint, json.dumps(result, sort_keys=True), at),
+        "INSERT INTO operations (workspace_id, operation_id, kind, fingerprint, result, principal_id, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (tx.require_workspace(), operation_id, kind, fingerprint, json.dumps(result, sort_keys=True), principal_id,
+         at),
     )
 
 

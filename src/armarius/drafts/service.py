@@ -1,18 +1,21 @@
 """Draft use cases: propose, approve (humans only), hand over, create with the approval, promote.
 
-``create_draft`` runs in one transaction: the operation id is looked up (a known operation with the
-same payload replays its first result, whatever the approval field holds), the approval is checked
-(exists in this workspace, same fingerprint, live: not expired at processing time, not superseded or
-withdrawn, unused), the draft is inserted and the token marked used, then everything commits together. Any
-failure rolls all of it back: never a used token without a draft, never a draft with a token still
-usable. A refusal is then recorded in the audit log in a transaction of its own, with its code and
+``create_draft`` runs in one transaction: the operation id is looked up (a known operation of the same
+principal with the same payload replays its first result, whatever the approval field holds; another
+principal's operation is refused), the approval is checked (exists in this workspace, same fingerprint,
+live: not expired at processing time, not superseded, withdrawn or revoked, unused, and its approver may
+still approve in this workspace), the draft is inserted and the token marked used, then everything commits
+together. Any failure rolls all of it back: never a used token without a draft, never a draft with a token
+still usable. A refusal is then recorded in the audit log in a transaction of its own, with its code and
 never the token.
 
 An approval of a proposal is ``issued`` (live), then ``consumed``, ``expired``, ``superseded`` (a human
-approved the same proposal again while it was unused) or ``withdrawn`` (a human rejected the proposal
-while it was unused). Until it is consumed a human may approve the proposal again, or reject it; the
+approved the same proposal again while it was unused), ``withdrawn`` (a human rejected the proposal
+while it was unused) or ``revoked`` (its approver lost the right to approve in the workspace while it was
+unused). Until it is consumed a human may approve the proposal again, or reject it; the
 agent's hand-over (``proposal_status`` with its collection key) can
-be repeated while the approval is live, so an answer lost on the way loses nothing.
+be repeated while the approval is live, so an answer lost on the way loses nothing. A proposal whose exact
+content was drafted with another approval (a file's) is drafted too.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from armarius.drafts.steps import (
     check_rejectable,
     draft_exists,
     proposal_state,
+    revoked,
     status_instruction,
 )
 from armarius.errors import (
@@ -136,7 +140,8 @@ class DraftService:
     def proposals(self, actor: Actor, status: str | None = "pending") -> list[dict[str, Any]]:
         """The review queue: proposals in one state (pending, approved, expired, drafted, rejected) or all."""
         actor.require(Permission.MEMORY_READ)
-        stored = None if status is None else "approved" if status in ("expired", "drafted") else status
+        # drafted: also a pending or approved proposal whose exact content was drafted with another approval
+        stored = None if status in (None, "drafted") else "approved" if status == "expired" else status
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
             rows = queries.proposals(tx, stored)
         now = self.clock()
@@ -177,26 +182,27 @@ class DraftService:
         actor.require(Permission.DRAFTS_CREATE)
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             now = self.clock()
-            expired = queries.expire_due_approvals(tx, iso_utc(now))
+            ended = queries.end_dead_approvals(tx, iso_utc(now))
             row = queries.proposal(tx, proposal_id, lock=True)
             if row is None or row["proposer_id"] != actor.principal_id:
                 raise NotFound(f"You have no proposal {proposal_id} in this workspace.", proposal=proposal_id)
             approval = queries.approval_of_proposal(tx, proposal_id, lock=True)
             answer = self._status(tx, actor, row, approval, now, collection_key)
-            _audit_expiries(tx, expired)
+            _audit_ended(tx, ended)
         return answer
 
     def _status(self, tx: Tx, actor: Actor, row: Row, approval: Row | None, now: datetime,
                 collection_key: str | None) -> dict[str, Any]:
         proposal_id = row["id"]
-        state = proposal_state(row["status"], None if approval is None else approval["outcome"],
-                               None if approval is None else approval["expires_at"], now)
+        outcome = None if approval is None else approval["outcome"]
+        state = proposal_state(row["status"], outcome, None if approval is None else approval["expires_at"], now,
+                               bool(row["content_drafted"]))
         result: dict[str, Any] = {"proposal": proposal_id, "status": state.value, "slug": row["slug"]}
         if approval is not None:
-            result.update(approval_outcome=approval["outcome"], expires_at=approval["expires_at"],
+            result.update(approval_outcome=outcome, expires_at=approval["expires_at"],
                           collected=approval["collected_at"] is not None)
         if state is not ProposalState.APPROVED or approval is None:
-            return {**result, **status_instruction(state, row)}
+            return {**result, **status_instruction(state, row, outcome)}
         if approval["sealed_token"] is None:
             return {**result, "next_step": ASK_AGAIN, "instruction": (
                 "This approval cannot be handed over (it has no sealed copy for you). If you hold it, call "
@@ -228,7 +234,7 @@ class DraftService:
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             issued = self.clock()
             expires = issued + self.approval_ttl
-            expired = queries.expire_due_approvals(tx, iso_utc(issued))
+            ended = queries.end_dead_approvals(tx, iso_utc(issued))
             row = previous = None
             if proposal_id is not None:
                 row = self._proposal(tx, proposal_id, lock=True)
@@ -268,7 +274,7 @@ class DraftService:
                 details.update(replaces=previous["id"], replaced_outcome=replaced_outcome)
             audit.append(tx, actor=actor.audit_name, action="approval.reissued" if previous else "approval.issued",
                          subject=content.slug, details=details)
-            _audit_expiries(tx, expired)
+            _audit_ended(tx, ended)
         return IssuedApproval(approval_id, token, content.fingerprint, iso_utc(expires), proposal_id,
                               replaces=None if previous is None else previous["id"], replaced_outcome=replaced_outcome)
 
@@ -280,7 +286,7 @@ class DraftService:
         note = check_reason(note, "note")
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             at = iso_utc(self.clock())
-            expired = queries.expire_due_approvals(tx, at)
+            ended = queries.end_dead_approvals(tx, at)
             row = self._proposal(tx, proposal_id, lock=True)
             approval = queries.approval_of_proposal(tx, proposal_id, lock=True)
             check_rejectable(row, approval)
@@ -292,7 +298,7 @@ class DraftService:
             queries.decide_proposal(tx, proposal_id, status="rejected", by=actor.audit_name, at=at, note=note)
             audit.append(tx, actor=actor.audit_name, action="proposal.rejected", subject=row["slug"],
                          details={"proposal": proposal_id, "note": note, "withdrawn_approval": withdrawn})
-            _audit_expiries(tx, expired)
+            _audit_ended(tx, ended)
         return {"proposal": proposal_id, "status": "rejected", "withdrawn_approval": withdrawn}
 
     # The write itself --------------------------------------------------------------------------
@@ -319,9 +325,15 @@ class DraftService:
             raise exists from None
 
     def _create(self, tx: Tx, actor: Actor, payload: DraftPayload, digest: str, operation: str) -> dict[str, Any]:
-        # A known operation answers first: a retry replays whatever its approval field holds.
+        # A known operation answers first: a retry replays whatever its approval field holds. An operation is its
+        # maker's: anyone else is refused before its content is compared (which would tell what it wrote).
         earlier = queries.operation(tx, operation)
         if earlier is not None:
+            if earlier["principal_id"] is None or int(earlier["principal_id"]) != actor.principal_id:
+                raise OperationConflict(
+                    f"Operation {echo(operation)} is taken: another principal's call used it. Use a new operation id.",
+                    operation=operation, next_step=NEW_OPERATION,
+                )
             if earlier["kind"] != DRAFT_KIND or not digests_match(earlier["fingerprint"], payload.fingerprint):
                 raise OperationConflict(
                     f"Operation {echo(operation)} was used for other content. Use a new operation id for new content.",
@@ -334,13 +346,16 @@ class DraftService:
         if row is None or not digests_match(row["token_digest"], digest) or row["kind"] != DRAFT_KIND:
             raise ApprovalMissing(MISSING, next_step=PROPOSE)
         check_live(row, self.clock())
+        if not row["approver_may_approve"]:  # the approver's current role and membership, not those it had
+            raise revoked(row)
         if not digests_match(row["fingerprint"], payload.fingerprint):
             raise ApprovalMismatch(
                 "This approval was given for other content: the slug, title and text must be exactly what the human "
                 "approved, to the character. To write other content (or under another slug), file it as a new "
                 "proposal with propose_draft.", approval=row["id"], next_step=PROPOSE)
-        if queries.draft_by_slug(tx, payload.slug) is not None:
-            raise draft_exists(payload.slug)
+        existing = queries.draft_by_slug(tx, payload.slug)
+        if existing is not None:
+            raise draft_exists(payload.slug, same_content=digests_match(existing["fingerprint"], payload.fingerprint))
         now = iso_utc(self.clock())
         queries.insert_draft(tx, slug=payload.slug, title=payload.title, text=payload.text,
                              fingerprint=payload.fingerprint, approval_id=row["id"], operation_id=operation,
@@ -349,7 +364,7 @@ class DraftService:
             raise ApprovalUsed("This approval was used already.", approval=row["id"], next_step=NOTHING)
         result = {"slug": payload.slug, "draft": True}
         queries.insert_operation(tx, operation, kind=DRAFT_KIND, fingerprint=payload.fingerprint, result=result,
-                                 at=now)
+                                 principal_id=actor.principal_id, at=now)
         audit.append(tx, actor=actor.audit_name, action="approval.consumed", subject=payload.slug,
                      details={"approval": row["id"], "operation": operation})
         audit.append(tx, actor=actor.audit_name, action="draft.created", subject=payload.slug,
@@ -357,10 +372,10 @@ class DraftService:
         return {**result, "replayed": False}
 
     def _record_refusal(self, actor: Actor, refusal: ArmariusError, payload: DraftPayload, operation: str) -> None:
-        """After the rollback: the refusal's code in the audit log; an expired token is marked expired."""
+        """After the rollback: the refusal's code in the audit log; an expired or revoked token is marked so."""
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             if isinstance(refusal, ApprovalExpired):
-                _audit_expiries(tx, queries.expire_due_approvals(tx, iso_utc(self.clock())))
+                _audit_ended(tx, queries.end_dead_approvals(tx, iso_utc(self.clock())))
             audit.append(tx, actor=actor.audit_name, action="draft.refused", subject=payload.slug,
                          details={"code": refusal.code, "operation": operation, **_public(refusal.details)})
 
@@ -418,16 +433,22 @@ class DraftService:
         return row
 
 
-def _audit_expiries(tx: Tx, expired: list[Row]) -> None:
-    """One approval.expired event per approval the sweep marked.
+def _audit_ended(tx: Tx, ended: list[Row]) -> None:
+    """One approval.expired or approval.revoked event per approval the sweep marked.
 
-    The sweep (``queries.expire_due_approvals``) runs first in its transaction and these events are
+    The sweep (``queries.end_dead_approvals``) runs first in its transaction and these events are
     appended last: every drafts transaction locks approvals and proposals before the workspace's audit
     head, so that two of them never wait for each other (PostgreSQL).
     """
-    for row in sorted(expired, key=lambda row: int(row["id"])):
-        audit.append(tx, actor="system", action="approval.expired", subject=row["slug"] or "",
-                     details={"approval": row["id"], "proposal": row["proposal_id"], "expired_at": row["expires_at"]})
+    for row in sorted(ended, key=lambda row: int(row["id"])):
+        if row["outcome"] == "revoked":
+            audit.append(tx, actor="system", action="approval.revoked", subject=row["slug"] or "",
+                         details={"approval": row["id"], "proposal": row["proposal_id"],
+                                  "approved_by": row["approved_by"]})
+        else:
+            audit.append(tx, actor="system", action="approval.expired", subject=row["slug"] or "",
+                         details={"approval": row["id"], "proposal": row["proposal_id"],
+                                  "expired_at": row["expires_at"]})
 
 
 def _handoff_context(row: Row) -> str:
@@ -445,7 +466,8 @@ def _proposal_view(row: Row, now: datetime) -> dict[str, Any]:
 
 def _proposal_item(row: Row, now: datetime) -> dict[str, Any]:
     """A proposal as a listing shows it: everything but its text."""
-    state = proposal_state(row["status"], row["approval_outcome"], row["approval_expires_at"], now)
+    state = proposal_state(row["status"], row["approval_outcome"], row["approval_expires_at"], now,
+                           bool(row["content_drafted"]))
     approval = None if row["approval_id"] is None else {
         "approval": row["approval_id"], "outcome": row["approval_outcome"], "expires_at": row["approval_expires_at"],
         "collected": row["approval_collected_at"] is not None,

@@ -42,9 +42,13 @@ class ProposalState(StrEnum):
 
 
 def proposal_state(stored_status: str, approval_outcome: str | None, expires_at: str | None,
-                   now: datetime) -> ProposalState:
-    """pending and rejected as stored; an approved proposal by its latest approval: live (approved),
-    used (drafted), or dead unused (expired: its lifetime passed; a human may approve again)."""
+                   now: datetime, content_drafted: bool = False) -> ProposalState:
+    """rejected as stored; drafted once a draft of exactly its content exists (``content_drafted``: written
+    with its own approval or with another, such as a file's); otherwise pending as stored, and an approved
+    proposal by its latest approval: live (approved), used (drafted), or dead unused (expired: its lifetime
+    passed, or its approver may no longer approve; a human may approve again)."""
+    if content_drafted and stored_status != "rejected":
+        return ProposalState.DRAFTED
     if stored_status != "approved" or approval_outcome is None:
         return ProposalState(stored_status)
     if approval_outcome == "consumed":
@@ -61,7 +65,11 @@ MISSING = ("No usable approval was given. A human must approve exactly this cont
            "proposal_status with your collection_key).")
 
 
-def draft_exists(slug: str) -> DraftExists:
+def draft_exists(slug: str, *, same_content: bool = False) -> DraftExists:
+    if same_content:
+        return DraftExists(
+            f"A draft {echo(slug)} with exactly this content exists already (written with another approval): nothing "
+            "is left to do for this content. This approval stays unused.", slug=slug, next_step=NOTHING)
     return DraftExists(
         f"A draft {echo(slug)} exists already; drafts are never overwritten. An approval is bound to its slug, so this "
         "one cannot write another slug: file the content under a new slug as a new proposal (propose_draft) and "
@@ -69,7 +77,8 @@ def draft_exists(slug: str) -> DraftExists:
 
 
 def check_live(row: Row, now: datetime) -> None:
-    """Refuse an approval that is used, superseded, withdrawn or past its lifetime, saying what works instead."""
+    """Refuse an approval that is used, superseded, withdrawn, past its lifetime or marked revoked, saying what
+    works instead. (Whether its approver may still approve is the caller's to check: it needs the store.)"""
     proposal = row["proposal_id"]
     if row["outcome"] == "consumed":
         raise ApprovalUsed(
@@ -93,6 +102,19 @@ def check_live(row: Row, now: datetime) -> None:
         raise ApprovalExpired(f"This approval expired at {row['expires_at']} without being used. {again}",
                               approval=row["id"], proposal=proposal, expired_at=row["expires_at"],
                               reason="expired", next_step=ASK_AGAIN)
+    if row["outcome"] == "revoked":
+        raise revoked(row)
+
+
+def revoked(row: Row) -> ApprovalExpired:
+    """The refusal of an approval whose approver may no longer approve in this workspace (another role, or no
+    longer a member): it stopped working with that, whether or not it was handed over."""
+    proposal = row["proposal_id"]
+    again = (ask_again(proposal) if proposal else
+             "Ask a human who may approve in this workspace for a new approval of exactly this content.")
+    return ApprovalExpired(
+        f"The human who gave this approval ({row['approved_by']}) may no longer approve in this workspace, so it no "
+        f"longer works. {again}", approval=row["id"], proposal=proposal, reason="revoked", next_step=ASK_AGAIN)
 
 
 def check_approvable(row: Row, previous: Row | None) -> None:
@@ -103,6 +125,10 @@ def check_approvable(row: Row, previous: Row | None) -> None:
     if previous is not None and previous["outcome"] == "consumed":
         raise Conflict(f"Proposal {proposal_id}'s approval was used: the draft {row['slug']!r} exists. There is "
                        "nothing left to approve.", proposal=proposal_id, status=ProposalState.DRAFTED.value)
+    if row["content_drafted"]:
+        raise Conflict(f"The draft {row['slug']!r} exists with exactly the content of proposal {proposal_id} (written "
+                       "with another approval). There is nothing left to approve.",
+                       proposal=proposal_id, status=ProposalState.DRAFTED.value)
 
 
 def check_rejectable(row: Row, approval: Row | None) -> None:
@@ -114,6 +140,10 @@ def check_rejectable(row: Row, approval: Row | None) -> None:
         raise Conflict(f"Proposal {proposal_id}'s approval was used: the draft {row['slug']!r} exists, and rejecting "
                        "the proposal would not undo it.",
                        proposal=proposal_id, status=ProposalState.DRAFTED.value)
+    if row["content_drafted"]:
+        raise Conflict(f"The draft {row['slug']!r} exists with exactly the content of proposal {proposal_id} (written "
+                       "with another approval), and rejecting the proposal would not undo it.",
+                       proposal=proposal_id, status=ProposalState.DRAFTED.value)
 
 
 def withdrawal_note(rejection: dict[str, Any]) -> str:
@@ -122,7 +152,7 @@ def withdrawal_note(rejection: dict[str, Any]) -> str:
     return "" if withdrawn is None else f" Its approval {withdrawn} is withdrawn: the token no longer works."
 
 
-def status_instruction(state: ProposalState, row: Row) -> dict[str, Any]:
+def status_instruction(state: ProposalState, row: Row, approval_outcome: str | None = None) -> dict[str, Any]:
     proposal_id = row["id"]
     if state is ProposalState.PENDING:
         return {"next_step": WAIT, "instruction": "Waiting for a human to review it. Call proposal_status later."}
@@ -131,8 +161,14 @@ def status_instruction(state: ProposalState, row: Row) -> dict[str, Any]:
             "A human rejected this proposal (see note). Do not create the draft; reformulate it and file it as a "
             "new proposal with propose_draft.")}
     if state is ProposalState.DRAFTED:
+        how = "The approval was used" if approval_outcome == "consumed" else (
+            "Exactly this content was drafted with another approval")
         return {"next_step": NOTHING, "instruction": (
-            f"The approval was used: the draft {row['slug']!r} exists. Nothing is left to do for this proposal.")}
+            f"{how}: the draft {row['slug']!r} exists. Nothing is left to do for this proposal.")}
+    if approval_outcome == "revoked":
+        return {"next_step": ASK_AGAIN, "instruction": (
+            "The human who approved it may no longer approve in this workspace, so the approval no longer works. "
+            f"Do not call create_draft with it. {ask_again(proposal_id)}")}
     return {"next_step": ASK_AGAIN,
             "instruction": f"The approval expired unused. Do not call create_draft with it. {ask_again(proposal_id)}"}
 
