@@ -293,9 +293,10 @@ class OldWriter:
             self.event(tx, HUMAN, "memory.curated", slug, {"revision": revision})
 
 
-def make_previous_release_store(settings: Settings) -> OldStore:
-    """Every migration but the newest, the audit key, and data written the previous release's way."""
-    previous = latest_version(dialect_of(settings)) - 1
+def make_previous_release_store(settings: Settings, previous: int | None = None) -> OldStore:
+    """Every migration but the newest (or up to ``previous``: an older release, whose tables the writer's rows
+    fit too), the audit key, and data written the previous release's way."""
+    previous = latest_version(dialect_of(settings)) - 1 if previous is None else previous
     if settings.database_url is None:
         assert migrate_sqlite(settings.sqlite_path, upto=previous) == list(range(1, previous + 1))
         database: Database = SqliteDatabase(settings.sqlite_path)
@@ -383,10 +384,6 @@ def test_the_old_data_reads_through_the_services(upgraded: tuple[Settings, OldSt
         assert application.memory.read(agent, "ops/staging")["links"] == ["ops/deploy"]
         # The search index the old rows were given (by triggers) answers, also for words of the old revision.
         assert [hit["slug"] for hit in application.memory.recall(agent, "Zürich")["results"]] == ["ops/deploy"]
-        # ... made again where the store had them unfolded (PostgreSQL, migration 0021): accents are folded.
-        assert [hit["slug"] for hit in application.memory.recall(agent, "zurich")["results"]] == ["ops/deploy"]
-        assert [unit["unit"] for unit in application.memory.recall(agent, "munchen",
-                                                                   mode="lexical")["evidence"]] == [UNIT]
         assert [hit["slug"] for hit in application.memory.recall(agent, "rollback")["results"]] == ["ops/deploy"]
         # The old vectors answer, and the one `armarius init` made for the active unit.
         by_meaning = application.memory.recall(agent, "how do we ship a release?", mode="semantic")
@@ -532,5 +529,29 @@ def test_where_unaccent_cannot_be_created_recall_keeps_the_accents(old_settings:
         found = {query: [hit["slug"] for hit in application.memory.recall(team.agent, query, mode="lexical")["results"]]
                  for query in ("Müller", "MÜLLER", "muller")}
         assert found == {"Müller": ["people/visit"], "MÜLLER": ["people/visit"], "muller": []}
+    finally:
+        application.close()
+
+
+#: The migration after which PostgreSQL's search vectors fold accents (0021_accent_folding).
+ACCENT_FOLDING = 21
+
+
+def test_a_store_from_before_accent_folding_has_its_search_vectors_made_again(old_settings: Settings) -> None:
+    """PostgreSQL made the vectors of entries and units without folding accents before 0021; the migration makes
+    them again (SQLite's index always folded them)."""
+    old = make_previous_release_store(old_settings, previous=ACCENT_FOLDING - 1)
+    result = armarius(old_settings, "--json", "init")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["applied"] == list(range(ACCENT_FOLDING, latest_version(dialect_of(old_settings))
+                                                              + 1))
+    application = open_app(old_settings)
+    try:
+        agent = application.directory.authenticate_token(old.agent_token)
+        for query in ("Zürich", "zurich", "ZURICH"):
+            assert [hit["slug"] for hit in application.memory.recall(agent, query)["results"]] == ["ops/deploy"]
+        for query in ("München", "munchen"):
+            assert [unit["unit"] for unit in application.memory.recall(agent, query, mode="lexical")["evidence"]] == [
+                UNIT]
     finally:
         application.close()
