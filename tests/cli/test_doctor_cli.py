@@ -297,7 +297,7 @@ def test_a_tampered_audit_event(store: Settings) -> None:
     assert code == 1
     assert list(problems(report)) == ["audit log"]
     problem = problems(report)["audit log"]
-    assert problem["detail"].startswith("1 finding(s); the first, in chain 0 at event ")
+    assert problem["detail"].startswith("1 finding; the first, in chain 0 at event ")
     assert f"--data-dir {store.data_dir} audit verify` lists every finding" in problem["fix"]
     assert state(store) == before
 

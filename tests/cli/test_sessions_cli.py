@@ -148,7 +148,7 @@ def test_list_and_show_in_text_and_json(lab: Lab) -> None:
     assert f"sessions resume {first} --workspace alpha --as alpha-human" in out
     assert [line.split()[1] for line in out.split("Checkpoints:\n")[1].split("\n\n")[0].splitlines()[1:]] == [
         "opened", "blocked"]
-    records = out.split("Evidence: 2 records, 1 repeats\n")[1].splitlines()
+    records = out.split("Evidence: 2 records, 1 repeat\n")[1].splitlines()
     assert records[1].split()[:4] == ["1", "source.search", capture, "agent:alpha-agent"]
     assert records[2].split()[:4] == ["2", "source.search", capture, "1"]
 
@@ -250,3 +250,13 @@ def test_verify_and_rebuild_files_need_no_repository(lab: Lab) -> None:
     assert (after["restored"], after["extra_files"]) == ([], [extra.name])
     extra.unlink()
     assert lab.json("sessions", "verify", str(session))["ok"] is True
+
+    # A link where a capture file belongs is read by nobody; the text says what to do about it.
+    stray = lab.app.sessions.evidence_dir / "stray.json"
+    stray.write_bytes(stored[deleted.name])
+    deleted.unlink()
+    deleted.symlink_to(stray)
+    linked = lab.cli("sessions", "verify", str(session))
+    assert linked.exit_code == 1
+    assert f"NOT A FILE: {deleted.name}: a link or something other than a file has the capture's name" in linked.stdout
+    assert "1 problem found." in linked.stdout

@@ -12,7 +12,7 @@ from armarius.audit import chain
 from armarius.audit.anchors import anchor_line, append_anchor_line, format_head, parse_head, read_anchor_file
 from armarius.audit.keys import ENV_VARIABLE, rotate_key_file
 from armarius.audit.verify import verify_log
-from armarius.cli.context import CliContext, pass_cli
+from armarius.cli.context import CliContext, counted, pass_cli
 from armarius.errors import ConfigError
 from armarius.store import utc_now
 
@@ -46,10 +46,10 @@ def audit_verify(cli: CliContext, expected: tuple[str, ...], anchor_files: tuple
         names = {space.id: space.name for space in app.directory.workspaces()}
         report = verify_log(app.database, known_workspaces=names, anchors=anchors)
     findings: dict[str, list[dict[str, Any]]] = {}
-    lines = [f"{report.events_checked} events checked in {report.chains} chains"
-             + (f" ({report.legacy_events} legacy events from before the log was authenticated)"
+    lines = [f"{counted(report.events_checked, 'event')} checked in {counted(report.chains, 'chain')}"
+             + (f" ({counted(report.legacy_events, 'legacy event')} from before the log was authenticated)"
                 if report.legacy_events else "")
-             + (f"; {report.anchors_checked} anchored heads checked." if anchors else ".")]
+             + (f"; {counted(report.anchors_checked, 'anchored head')} checked." if anchors else ".")]
     for kind, key, label in _FINDINGS:
         found = report.of_kind(kind)
         findings[key] = [{"chain": p.workspace_id, "workspace": _chain_name(names, p.workspace_id), "seq": p.seq,

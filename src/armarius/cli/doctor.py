@@ -30,7 +30,7 @@ from armarius.audit.keys import ENV_VARIABLE
 from armarius.audit.setup import open_keyed
 from armarius.audit.verify import verify_log
 from armarius.auth.directory import Directory
-from armarius.cli.context import CliContext, pass_cli
+from armarius.cli.context import CliContext, counted, pass_cli
 from armarius.config import Settings
 from armarius.errors import ArmariusError, ConfigError, SchemaOutdated, StorageUnavailable
 from armarius.research.config import DatabaseSource, SourceLimits, load_research_config
@@ -338,9 +338,11 @@ def _audit(cli: CliContext, settings: Settings, database: Database) -> Check:
     names = {space.id: space.name for space in Directory(keyed).workspaces()}
     report = verify_log(keyed, known_workspaces=names)
     if report.intact:
-        return Check("audit log", True, f"{report.events_checked} events in {report.chains} chains verify")
+        return Check("audit log", True,
+                     f"{counted(report.events_checked, 'event')} in {counted(report.chains, 'chain')} verify")
     first = report.problems[0]
-    return Check("audit log", False, f"{len(report.problems)} finding(s); the first, in chain {first.workspace_id}"
+    return Check("audit log", False, f"{counted(len(report.problems), 'finding')}; the first, in chain "
+                 f"{first.workspace_id}"
                  f"{f' at event {first.seq}' if first.seq else ''}: {first.problem}",
                  f"`{cli.command_line('audit', 'verify')}` lists every finding; docs/security.md#verification says "
                  "what each means. Keep a copy of the database as evidence and restore it from a backup older than "

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from armarius.cli.context import NUMBER, CliContext, format_table, pass_cli
+from armarius.cli.context import NUMBER, CliContext, counted, format_table, pass_cli
 from armarius.cli.human import acting_human, human_options, with_reveal_note
 from armarius.errors import ConfigError
 from armarius.textview import reveal
@@ -104,7 +104,7 @@ def sessions_show(cli: CliContext, session_id: int, with_facts: bool, workspace:
     lines += ["", "Checkpoints:", format_table([("SEQ", "EVENT", "STATUS", "ACTOR", "AT", "DETAILS"), *[
         (c["seq"], c["event"], f"{c['status']} ({c['reason']})" if c["reason"] else c["status"], reveal(c["actor"]),
          c["created_at"], reveal(detail)) for c, detail in zip(history["checkpoints"], details, strict=True)]])]
-    lines += ["", f"Evidence: {evidence['records']} records, {evidence['repeats']} repeats",
+    lines += ["", f"Evidence: {counted(evidence['records'], 'record')}, {counted(evidence['repeats'], 'repeat')}",
               format_table([("SEQ", "KIND", "CAPTURE", "REPEAT_OF", "ACTOR", "AT"), *[
                   (r["seq"], r["kind"], r["capture"], r["repeat_of"] or "", reveal(r["actor"]), r["at"])
                   for r in evidence["records_list"]]])]
@@ -141,8 +141,9 @@ def sessions_enrich(cli: CliContext, session_id: int, inputs: tuple[str, ...], w
         view = app.sessions.enrich(actor, session_id, wanted)
     facts = view.get("facts", {})
     cli.emit(view, text=f"Session {session_id}: {_status(view)}; facts of input revision "
-                        f"{facts.get('revision') or facts.get('pending')}: {len(facts.get('entities', {}))} entities, "
-                        f"{len(facts.get('relationships', []))} relationships, "
+                        f"{facts.get('revision') or facts.get('pending')}: "
+                        f"{counted(len(facts.get('entities', {})), 'entity', 'entities')}, "
+                        f"{counted(len(facts.get('relationships', [])), 'relationship')}, "
                         f"{len(facts.get('not_followed', []))} not followed.")
 
 
@@ -188,8 +189,8 @@ def sessions_close(cli: CliContext, session_id: int, note: str | None, workspace
     """Close a session: it takes no more queries; its evidence stays readable."""
     with acting_human(cli, workspace, principal, password) as (app, actor):
         view = app.sessions.close(actor, session_id, note)
-    cli.emit(view, text=f"Session {session_id} is closed; its {view['evidence']['records']} evidence records "
-                        "stay readable.")
+    cli.emit(view, text=f"Session {session_id} is closed; its "
+                        f"{counted(view['evidence']['records'], 'evidence record')} stay readable.")
 
 
 @sessions.command("budget")
@@ -202,7 +203,7 @@ def sessions_budget(cli: CliContext, session_id: int, budget: int, workspace: st
     """Raise a session's budget to N actions in all (never lower)."""
     with acting_human(cli, workspace, principal, password) as (app, actor):
         view = app.sessions.raise_budget(actor, session_id, budget)
-    cli.emit(view, text=f"Session {session_id}'s budget is now {view['budget']['total']} actions "
+    cli.emit(view, text=f"Session {session_id}'s budget is now {counted(view['budget']['total'], 'action')} "
                         f"({_budget(view['budget'])}).")
 
 
@@ -213,6 +214,9 @@ _PROBLEMS = {
     "modified_file": "{file}: differs from the store's capture (or no longer hashes to its name); "
                      "rebuild-files writes it again",
     "missing_file": "{file}: missing; rebuild-files writes it again",
+    "not_a_file": "{file}: a link or something other than a file has the capture's name; nobody reads it, and "
+                  "rebuild-files refuses to replace it: remove it by hand, then run rebuild-files",
+    "stale_temporary_file": "{file}: left by a writer that stopped before it renamed it; it may be removed",
     "extra_file": "{file}: no evidence record of this session names it",
     "budget_mismatch": "budget: {used} used, but {consumed_reservations} consumed reservations and "
                        "{evidence_records} evidence records",
@@ -250,10 +254,11 @@ def sessions_verify(cli: CliContext, session_id: int, workspace: str, principal:
     with acting_human(cli, workspace, principal, password) as (app, actor):
         report = app.sessions.verify(actor, session_id)
     lines = [_problem_line(problem) for problem in report["problems"]]
-    summary = (f"Session {session_id}: {report['evidence_records']} evidence records, {report['captures']} captures, "
+    summary = (f"Session {session_id}: {counted(report['evidence_records'], 'evidence record')}, "
+               f"{counted(report['captures'], 'capture')}, "
                f"files in {report['folder']}.")
     lines = [summary, *lines, "OK: the records, the store and the files agree." if report["ok"]
-             else f"{len(report['problems'])} problems found."]
+             else f"{counted(len(report['problems']), 'problem')} found."]
     cli.emit(report, text="\n".join(lines))
     if not report["ok"]:
         sys.exit(PROBLEMS_FOUND)

@@ -21,7 +21,7 @@ from armarius.app import Armarius, initialize, open_app
 from armarius.audit import chain as audit
 from armarius.auth.permissions import Kind, Role
 from armarius.auth.secrets import new_password
-from armarius.cli.context import CliContext, pass_cli, progress
+from armarius.cli.context import CliContext, counted, pass_cli, progress
 from armarius.cli.human import acting_human, human_options
 from armarius.config import Settings
 from armarius.memory.model import MemoryLimits, check_slug
@@ -92,7 +92,8 @@ def _import_text(report: dict[str, Any], workspace: str) -> str:
     if report["curated_kept"]:
         lines += ["", "Curated entries left as they are: " + ", ".join(report["curated_kept"])]
     if report["curated_in_source"]:
-        lines += ["", f"{len(report['curated_in_source'])} entries were curated in the export; curation is a "
+        lines += ["", f"{counted(len(report['curated_in_source']), 'entry was', 'entries were')} curated in the "
+                      "export; curation is a "
                       "human's act, so review and curate them here again (`armarius memory needs-review` does not "
                       "list them: they were never curated here)."]
     return "\n".join(lines)
