@@ -263,8 +263,17 @@ def test_an_administrator_takes_a_session_over_before_acting_in_it(lab: Lab) -> 
     assert sessions.take_over(admin, session)["owner"] == "human:alpha-admin"
     answer = sessions.query(admin, session, READ)
     assert answer["evidence"] == 1
-    with changes_nothing(lab, NotFound):  # the agent's session is the admin's now
+    with changes_nothing(lab, NotFound) as taken:  # the agent's session is the admin's now, and it is told so
         sessions.query(agent, session, READ)
+    assert taken[0].message.startswith(f"Session {session} was taken over by human:alpha-admin: it is theirs now")
+    assert taken[0].details["taken_over_by"] == "human:alpha-admin"
+    with pytest.raises(NotFound, match="was taken over by human:alpha-admin"):
+        sessions.show(agent, session)
+    directory.add_principal("alpha-other", Kind.AGENT, workspace="alpha", role=Role.EDITOR, by=OPERATOR)
+    other = directory.authenticate_token(directory.issue_token("alpha-other", workspace="alpha", by=OPERATOR).token)
+    with changes_nothing(lab, NotFound) as elsewhere:  # to anyone else it does not exist, as before
+        sessions.query(other, session, READ)
+    assert elsewhere[0].message == f"You have no session {session} in this workspace."
     events = audit_actions(lab)
     assert ("human:alpha-admin", "session.taken_over",
             {"session": session, "from": "agent:alpha-agent", "to": "human:alpha-admin"}) in events

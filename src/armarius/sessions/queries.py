@@ -139,6 +139,13 @@ def checkpoints(tx: Tx, session_id: int) -> list[Row]:
     return [_decoded(row, "resume_state", "details") for row in rows]
 
 
+def taken_over_from(tx: Tx, session_id: int) -> set[str]:
+    """Every principal (``kind:name``) a takeover took the session from."""
+    rows = tx.all("SELECT details FROM session_checkpoints WHERE workspace_id = ? AND session_id = ? "
+                  "AND event = 'taken_over'", (tx.require_workspace(), session_id))
+    return {str(json.loads(row["details"]).get("from")) for row in rows}
+
+
 def last_blocking_checkpoint(tx: Tx, session_id: int) -> Row | None:
     row = tx.one("SELECT seq, reason, resume_state, created_at FROM session_checkpoints "
                  "WHERE workspace_id = ? AND session_id = ? AND event = 'blocked' ORDER BY seq DESC LIMIT 1",

@@ -11,6 +11,12 @@ def not_found(session_id: int) -> NotFound:
                     session=session_id)
 
 
+def taken_from(session_id: int, owner: str) -> NotFound:
+    return NotFound(f"Session {session_id} was taken over by {owner}: it is theirs now, and no longer yours to see "
+                    "or query.", agent_hint="Open a new session with session_open if you still need one.",
+                    session=session_id, taken_over_by=owner)
+
+
 def closed(session_id: int) -> SessionClosed:
     return SessionClosed(f"Session {session_id} is closed: its evidence stays readable, it takes no more queries.",
                          agent_hint="Open a new session with session_open for a new question.", session=session_id)

@@ -248,7 +248,7 @@ class SessionService:
             tx.commit_lazily()  # as in _reserve
             now = self.clock()
             row, live = queries.locked_with_live_reservations(tx, session_id)
-            row = self._check_queryable(actor, session_id, row)
+            row = self._check_queryable(tx, actor, session_id, row)
             if enrich_first and row["inputs_revision"] > row["enriched_revision"] and self._enrichment_configured:
                 raise _EnrichmentPending
             live = self._release_interrupted(tx, actor, session_id, now, live)
@@ -643,14 +643,14 @@ class SessionService:
         """The session, if the caller owns it or manages sessions; otherwise it does not exist for them."""
         row = queries.session_with_reservations(tx, session_id)
         if row is None or (row["owner_id"] != actor.principal_id and not actor.can(Permission.SESSIONS_MANAGE)):
-            raise refusals.not_found(session_id)
+            raise self._not_theirs(tx, actor, session_id, row)
         return row
 
     def _queryable(self, tx: Tx, actor: Actor, session_id: int) -> Row:
         """The session locked for a query: the caller's own, and open."""
-        return self._check_queryable(actor, session_id, queries.session(tx, session_id, lock=True))
+        return self._check_queryable(tx, actor, session_id, queries.session(tx, session_id, lock=True))
 
-    def _check_queryable(self, actor: Actor, session_id: int, row: Row | None) -> Row:
+    def _check_queryable(self, tx: Tx, actor: Actor, session_id: int, row: Row | None) -> Row:
         if row is None:
             raise refusals.not_found(session_id)
         if row["owner_id"] != actor.principal_id:
@@ -658,12 +658,20 @@ class SessionService:
                 raise NotAllowed(f"Session {session_id} belongs to {row['owner']}: take it over first "
                                  "(armarius sessions takeover), so that what you do is recorded as yours.",
                                  session=session_id, owner=row["owner"])
-            raise refusals.not_found(session_id)
+            raise self._not_theirs(tx, actor, session_id, row)
         if row["status"] == Status.CLOSED:
             raise refusals.closed(session_id)
         if row["status"] == Status.BLOCKED:
             raise refusals.blocked(row)
         return row
+
+    @staticmethod
+    def _not_theirs(tx: Tx, actor: Actor, session_id: int, row: Row | None) -> NotFound:
+        """The refusal of a session the caller may not see: it does not exist for them, unless it was theirs
+        until a human took it over (they opened it; they are told who has it now)."""
+        if row is not None and actor.audit_name in queries.taken_over_from(tx, session_id):
+            return refusals.taken_from(session_id, row["owner"])
+        return refusals.not_found(session_id)
 
     def _sweep(self, actor: Actor, session_id: int) -> None:
         """Release reservations whose holder is gone, before anything reads the budget. A caller who may not
