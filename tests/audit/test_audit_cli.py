@@ -66,7 +66,8 @@ def test_an_intact_log_verifies(run: Cli) -> None:
     assert code == 0
     assert report == {"events_checked": report["events_checked"], "chains_checked": 2, "legacy_events": 0,
                       "anchors_checked": 0, "intact": True, "broken_links": [], "bad_macs": [],
-                      "unknown_workspaces": [], "anchors_not_found": []}
+                      "unknown_workspaces": [], "anchors_not_found": [], "malformed_events": [],
+                      "anchors_unreadable": []}
     assert report["events_checked"] >= 3
     assert run("audit", "verify").stdout.strip().endswith("The audit log is intact.")
 
@@ -160,12 +161,15 @@ def test_a_malformed_head_is_refused(run: Cli, head: str) -> None:
     assert "CHAIN:SEQ:HASH" in result.stderr
 
 
-def test_a_malformed_anchor_file_is_refused(run: Cli, tmp_path: Path) -> None:
+def test_a_malformed_anchor_line_is_a_finding_and_the_rest_is_checked(run: Cli, tmp_path: Path) -> None:
     anchors = tmp_path / "heads.txt"
-    anchors.write_text("# heads\n\nyesterday 0:1:" + "a" * 64 + "\n", encoding="utf-8")
-    result = run("audit", "verify", "--anchors", str(anchors))
-    assert result.exit_code == 3
-    assert f"{anchors}:3" in result.stderr
+    [line] = run("audit", "anchor", "-").stdout.splitlines()
+    anchors.write_text("# heads\n\nyesterday 0:1:" + "a" * 64 + "\n" + line + "\n", encoding="utf-8")
+    code, report = run.verify("--anchors", str(anchors))
+    assert code == 1
+    assert [item["problem"].split(": ")[0] for item in report["anchors_unreadable"]] == [f"{anchors}:3"]
+    assert report["anchors_checked"] == 1 + len(line.split()) - 1  # the bad line's head is checked too
+    assert [item["problem"].split(" (")[1].split(")")[0] for item in report["anchors_not_found"]] == [f"{anchors}:3"]
 
 
 def test_rotate_key_keeps_old_events_verifiable(run: Cli) -> None:

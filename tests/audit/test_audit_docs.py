@@ -41,7 +41,8 @@ def test_nothing_recorded_is_announced_for_a_later_release() -> None:
 
 def test_every_finding_and_command_is_documented() -> None:
     section = audit_section()
-    for text in ("BROKEN LINK", "BAD MAC", "UNKNOWN WORKSPACE", "ANCHOR NOT FOUND", "armarius audit anchor",
+    for text in ("BROKEN LINK", "BAD MAC", "UNKNOWN WORKSPACE", "ANCHOR NOT FOUND", "MALFORMED EVENT",
+                 "UNREADABLE ANCHOR", "armarius audit anchor",
                  "--anchors", "--expect", "armarius audit rotate-key", "ARMARIUS_AUDIT_KEY", "login.failed",
                  "login.succeeded", "audit.sealed", "audit.key_rotated"):
         assert text in section, text

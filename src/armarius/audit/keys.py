@@ -17,6 +17,7 @@ keyring.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import hmac
 import os
@@ -157,15 +158,39 @@ def create_key_file(key_file: Path) -> bool:
 
 def rotate_key_file(key_file: Path) -> tuple[AuditKey, AuditKey]:
     """Append a new active key to the key file, keeping the old ones; returns (retired, new)."""
-    keyring = load_keyring(None, key_file)
-    if keyring is None:
-        raise ConfigError(f"There is no audit key file at {key_file} to rotate; run `armarius init` first.",
-                          key=KEY_FILE_SETTING)
-    new_key = AuditKey.generate()
-    text = key_file.read_text(encoding="utf-8")
-    temporary = _write_private(key_file, text + ("" if text.endswith("\n") else "\n") + _key_lines(new_key))
-    os.replace(temporary, key_file)
-    return keyring.active, new_key
+    with rotating_key_file(key_file) as keys:
+        return keys
+
+
+@contextmanager
+def rotating_key_file(key_file: Path) -> Iterator[tuple[AuditKey, AuditKey]]:
+    """Append a new active key to the key file, keeping the old ones, and yield (retired, new) while holding
+    the rotation lock (:func:`key_file_lock`): what the caller does with them meanwhile (record the rotation)
+    agrees with the file, whoever else rotates."""
+    with key_file_lock(key_file):
+        keyring = load_keyring(None, key_file)
+        if keyring is None:
+            raise ConfigError(f"There is no audit key file at {key_file} to rotate; run `armarius init` first.",
+                              key=KEY_FILE_SETTING)
+        new_key = AuditKey.generate()
+        text = key_file.read_text(encoding="utf-8")
+        temporary = _write_private(key_file, text + ("" if text.endswith("\n") else "\n") + _key_lines(new_key))
+        os.replace(temporary, key_file)
+        yield keyring.active, new_key
+
+
+@contextmanager
+def key_file_lock(key_file: Path) -> Iterator[None]:
+    """An exclusive lock over rotations of ``key_file``, across processes: ``flock`` on a file next to it
+    (``.audit.key.lock``), which is never removed. Not on the key file itself, which a rotation replaces: a
+    process that waited on the old file would hold a lock nobody else takes."""
+    lock_path = key_file.with_name(f".{key_file.name}.lock")
+    descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
 
 
 # Signing transactions ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from armarius.audit.chain import SYSTEM_CHAIN, _event
+from armarius.audit.chain import EVENT_COLUMNS, SYSTEM_CHAIN, _event, read_rows
 from armarius.audit.verify import verify_workspace
 from armarius.errors import InvalidInput
 from armarius.store import Database
@@ -27,14 +27,20 @@ def events_page(database: Database, workspace_id: int, *, before: int | None = N
     """A page of the workspace's events, newest first (by seq, through the primary key), each as
     :meth:`AuditEvent.to_dict` shows it: those before seq ``before`` (None: from the newest), whose action starts
     with ``action``, by exactly ``actor`` (an audit name such as ``human:ada``) and about exactly ``subject``.
-    ``next``: the ``before`` that gives the next page (None: this is the last)."""
+    ``next``: the ``before`` that gives the next page (None: this is the last). An event Armarius did not write
+    is listed too, with :attr:`AuditEvent.malformed` saying what is wrong with it (details that are not a JSON
+    object, a value that is not text), never refused."""
     if not isinstance(workspace_id, int) or isinstance(workspace_id, bool) or workspace_id == SYSTEM_CHAIN:
         raise ValueError("events_page lists a workspace's chain")
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= PAGE_MAX:
         raise InvalidInput(f"limit is from 1 to {PAGE_MAX}.", field="limit")
     if before is not None and (not isinstance(before, int) or isinstance(before, bool)):
         raise InvalidInput("before is the seq of the previous page's last event (its next).", field="before")
-    sql = "SELECT * FROM audit_events WHERE workspace_id = ?"
+    sql = "FROM audit_events WHERE workspace_id = ?"
+    if database.dialect == "sqlite":
+        # A number that is not whole (SQLite stores what it is given) has no place among the pages, whose
+        # ``before`` is a whole number; the chain's status reports such an event, as `armarius audit verify` does.
+        sql += " AND typeof(seq) = 'integer'"
     params: list[Any] = [workspace_id]
     if before is not None:
         sql, params = f"{sql} AND seq < ?", [*params, before]
@@ -45,8 +51,8 @@ def events_page(database: Database, workspace_id: int, *, before: int | None = N
         if value is not None:
             sql, params = f"{sql} AND {column} = ?", [*params, value]
     with database.transaction(workspace_id=workspace_id) as tx:
-        rows = tx.all(f"{sql} ORDER BY seq DESC LIMIT ?", (*params, limit + 1))
-    items = [_event(row).to_dict() for row in rows[:limit]]
+        rows = read_rows(tx, EVENT_COLUMNS, f"{sql} ORDER BY seq DESC LIMIT ?", (*params, limit + 1))
+    items = [_event(row, workspace_id).to_dict() for row in rows[:limit]]
     return {"items": items, "next": items[-1]["seq"] if len(rows) > limit else None}
 
 

@@ -1,8 +1,10 @@
 """``armarius audit verify``: every chain in the tables, against the workspaces and the anchors.
 
-Four kinds of finding, each reported on its own: broken links and bad MACs (per chain, from
-:func:`armarius.audit.chain.walk_chain`), chains whose workspace does not exist, and anchors
-(heads recorded outside the database) that are no longer on their chain.
+Six kinds of finding, each reported on its own: broken links, bad MACs and malformed events (per
+chain, from :func:`armarius.audit.chain.walk_chain`; rows stored under a workspace id that is not
+a whole number are malformed events too), chains whose workspace does not exist, anchors (heads
+recorded outside the database) that are no longer on their chain, and anchors that cannot be read
+(a line of an anchor file that is not one `armarius audit anchor` writes).
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from dataclasses import dataclass
 from armarius.audit.anchors import Anchor
 from armarius.audit.chain import (
     ANCHOR_NOT_FOUND,
+    ANCHOR_UNREADABLE,
     BROKEN_LINK,
     SYSTEM_CHAIN,
     UNKNOWN_WORKSPACE,
     ChainBreak,
     ChainWalk,
     chain_ids,
+    misfiled_events,
     stored_hashes,
     walk_chain,
 )
@@ -44,20 +48,23 @@ class AuditReport:
 
 
 def verify_log(
-    database: Database, *, known_workspaces: Collection[int] | None = None, anchors: Sequence[Anchor] = ()
+    database: Database, *, known_workspaces: Collection[int] | None = None, anchors: Sequence[Anchor] = (),
+    unreadable_anchors: Sequence[str] = (),
 ) -> AuditReport:
     """Walk every chain in the tables, every known workspace's and every anchored one.
 
     With ``known_workspaces``, a chain of any other workspace (the system chain aside) is a
     finding, and so is an empty system chain while workspaces exist: creating a workspace writes
-    to the system chain, so only a wipe empties it.
+    to the system chain, so only a wipe empties it. ``unreadable_anchors``: what was wrong with the
+    anchor lines that could not be read (:func:`armarius.audit.anchors.read_anchor_file`), each a finding.
     """
     anchored: dict[int, dict[int, list[Anchor]]] = defaultdict(lambda: defaultdict(list))
     for anchor in anchors:
         anchored[anchor.chain][anchor.seq].append(anchor)
     present = set(chain_ids(database))
     known = set(known_workspaces or ())
-    problems: list[ChainBreak] = []
+    problems = [ChainBreak(None, 0, problem, ANCHOR_UNREADABLE) for problem in unreadable_anchors]
+    problems += misfiled_events(database)
     events = legacy = 0
     chains = sorted(present | known | set(anchored) | {SYSTEM_CHAIN})
     for chain in chains:

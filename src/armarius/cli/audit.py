@@ -10,7 +10,7 @@ import click
 
 from armarius.audit import chain
 from armarius.audit.anchors import anchor_line, append_anchor_line, format_head, parse_head, read_anchor_file
-from armarius.audit.keys import ENV_VARIABLE, rotate_key_file
+from armarius.audit.keys import ENV_VARIABLE, rotating_key_file
 from armarius.audit.verify import verify_log
 from armarius.cli.context import CliContext, counted, pass_cli
 from armarius.errors import ConfigError
@@ -20,9 +20,14 @@ from armarius.store import utc_now
 _FINDINGS = (
     (chain.BROKEN_LINK, "broken_links", "BROKEN LINK"),
     (chain.BAD_MAC, "bad_macs", "BAD MAC"),
+    (chain.MALFORMED_EVENT, "malformed_events", "MALFORMED EVENT"),
     (chain.UNKNOWN_WORKSPACE, "unknown_workspaces", "UNKNOWN WORKSPACE"),
     (chain.ANCHOR_NOT_FOUND, "anchors_not_found", "ANCHOR NOT FOUND"),
+    (chain.ANCHOR_UNREADABLE, "anchors_unreadable", "UNREADABLE ANCHOR"),
 )
+#: How `audit tail` shows what :func:`armarius.audit.chain.mac_checks` found of each event's MAC.
+_MAC_SHOWN = {chain.SIGNED: "ok", chain.UNSIGNED: "legacy", chain.UNKNOWN_KEY: "UNKNOWN KEY",
+              chain.MAC_MISMATCH: "BAD MAC"}
 
 
 @click.group()
@@ -40,11 +45,13 @@ def audit() -> None:
 def audit_verify(cli: CliContext, expected: tuple[str, ...], anchor_files: tuple[Path, ...]) -> None:
     """Check every chain in the database: links, MACs, workspaces and anchors; exit 1 on any finding."""
     anchors = [parse_head(text, source="--expect") for text in expected]
+    unreadable: list[str] = []
     for path in anchor_files:
-        anchors += read_anchor_file(path)
+        read, problems = read_anchor_file(path)
+        anchors, unreadable = anchors + read, unreadable + problems
     with cli.app() as app:
         names = {space.id: space.name for space in app.directory.workspaces()}
-        report = verify_log(app.database, known_workspaces=names, anchors=anchors)
+        report = verify_log(app.database, known_workspaces=names, anchors=anchors, unreadable_anchors=unreadable)
     findings: dict[str, list[dict[str, Any]]] = {}
     lines = [f"{counted(report.events_checked, 'event')} checked in {counted(report.chains, 'chain')}"
              + (f" ({counted(report.legacy_events, 'legacy event')} from before the log was authenticated)"
@@ -54,8 +61,8 @@ def audit_verify(cli: CliContext, expected: tuple[str, ...], anchor_files: tuple
         found = report.of_kind(kind)
         findings[key] = [{"chain": p.workspace_id, "workspace": _chain_name(names, p.workspace_id), "seq": p.seq,
                           "problem": p.problem} for p in found]
-        lines += [f"{label}: chain {_chain_label(names, p.workspace_id)}"
-                  + (f" at event {p.seq}" if p.seq else "") + f": {p.problem}" for p in found]
+        lines += [f"{label}: " + ("" if p.workspace_id is None else f"chain {_chain_label(names, p.workspace_id)}"
+                                   + (f" at event {p.seq}" if p.seq else "") + ": ") + p.problem for p in found]
     lines.append("The audit log is intact." if report.intact else
                  "The audit log FAILED verification; see docs/security.md for what each finding means.")
     cli.emit({"events_checked": report.events_checked, "chains_checked": report.chains,
@@ -65,8 +72,8 @@ def audit_verify(cli: CliContext, expected: tuple[str, ...], anchor_files: tuple
         sys.exit(1)
 
 
-def _chain_name(names: dict[int, str], chain_id: int) -> str | None:
-    return "(system)" if chain_id == chain.SYSTEM_CHAIN else names.get(chain_id)
+def _chain_name(names: dict[int, str], chain_id: int | None) -> str | None:
+    return "(system)" if chain_id == chain.SYSTEM_CHAIN else None if chain_id is None else names.get(chain_id)
 
 
 def _chain_label(names: dict[int, str], chain_id: int) -> str:
@@ -116,9 +123,10 @@ def audit_rotate_key(cli: CliContext) -> None:
         )
     with cli.app():  # opened once first: nothing is rotated when the database cannot be opened
         pass
-    retired, new_key = rotate_key_file(settings.audit_key_path)
-    with cli.app() as app:
-        chain.record_key_rotation(app.database, by=cli.operator, retired_key_id=retired.id)
+    # The record is written under the rotation's lock, so that another rotation at the same time neither
+    # loses a key nor has this record name a key the file does not hold as this rotation left it.
+    with rotating_key_file(settings.audit_key_path) as (retired, new_key), cli.app() as app:
+        chain.record_key_rotation(app.database, by=cli.operator, retired_key_id=retired.id, key_id=new_key.id)
     cli.emit({"key_file": str(settings.audit_key_path), "key_id": new_key.id, "retired_key_id": retired.id},
              text=f"New audit key {new_key.id} added to {settings.audit_key_path} (the retired key {retired.id} "
                   "stays there to verify older events). Restart every server process, and copy the file to "
@@ -130,12 +138,18 @@ def audit_rotate_key(cli: CliContext) -> None:
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000))
 @pass_cli
 def audit_tail(cli: CliContext, workspace: str | None, limit: int) -> None:
-    """Show the newest events of one chain, with their hashes and the key that signed them."""
+    """Show the newest events of one chain, with their hashes, the key that signed them and whether each
+    event's MAC checks (MAC: ok, legacy, BAD MAC, UNKNOWN KEY; MALFORMED: a row Armarius never writes).
+    `armarius audit verify` checks the whole chain."""
     with cli.app() as app:
         workspace_id = app.directory.workspace(workspace).id if workspace else None
         events = chain.tail(app.database, workspace_id, limit)
+        checks = chain.mac_checks(app.database, events)
     cli.emit(
-        [event.to_dict() for event in events],
-        table=[("SEQ", "AT", "ACTOR", "ACTION", "SUBJECT", "HASH", "KEY"),
-               *[(e.seq, e.at, e.actor, e.action, e.subject, e.hash[:16], e.key_id or "(legacy)") for e in events]],
+        [{**event.to_dict(), "mac_check": check} for event, check in zip(events, checks, strict=True)],
+        table=[("SEQ", "AT", "ACTOR", "ACTION", "SUBJECT", "HASH", "KEY", "MAC"),
+               *[(e.seq, e.at, e.actor, e.action, e.subject, e.hash[:16],
+                  e.key_id or ("(legacy)" if check == chain.UNSIGNED else "(none)"),
+                  _MAC_SHOWN[check] + (" MALFORMED" if e.malformed else ""))
+                 for e, check in zip(events, checks, strict=True)]],
     )

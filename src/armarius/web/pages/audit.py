@@ -43,6 +43,8 @@ def audit_log(app: Armarius, actor: Actor, *, action: str = "", by: str = "", su
 def audit_page(view: View) -> Response:
     shown = audit_log(view.app, view.actor, action=view.query("action"), by=view.query("actor"),
                       subject=view.query("subject"), before=optional_number(view.query("before"), "before"))
-    details = {item["seq"]: json.dumps(item["details"], ensure_ascii=False, sort_keys=True)
-               for item in shown["items"]}
+    # An event Armarius did not write (its details not a JSON object, a value that is not text) is listed with
+    # what is wrong with it in place of its details: the page must show the newest events whatever they hold.
+    details = {item["seq"]: f"(undecodable: {item['malformed']})" if item["malformed"] else
+               json.dumps(item["details"], ensure_ascii=False, sort_keys=True) for item in shown["items"]}
     return view.render("audit.html", title="Audit log", log=shown, details=details)
