@@ -129,8 +129,9 @@ def audit_rotate_key(cli: CliContext) -> None:
         chain.record_key_rotation(app.database, by=cli.operator, retired_key_id=retired.id, key_id=new_key.id)
     cli.emit({"key_file": str(settings.audit_key_path), "key_id": new_key.id, "retired_key_id": retired.id},
              text=f"New audit key {new_key.id} added to {settings.audit_key_path} (the retired key {retired.id} "
-                  "stays there to verify older events). Restart every server process, and copy the file to "
-                  "every host that serves this database.")
+                  "stays there to verify older events). Restart every server process, copy the file to "
+                  "every host that serves this database, and replace your backup of the key file with it: "
+                  "an older copy cannot verify what the new key signs.")
 
 
 @audit.command("tail")
