@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from armarius.errors import ConfigError
 
@@ -50,6 +51,9 @@ class Settings:
     #: others wait their turn. Python runs one thread at a time, so more of them only take turns longer.
     #: None: the store's default (:data:`DEFAULT_REQUEST_THREADS`).
     request_threads: int | None = None
+    #: How many MCP sessions (``Mcp-Session-Id``) one agent token may hold open at once in one server process
+    #: (several agents may share a token: the load test runs 64 on one).
+    mcp_sessions_per_token: int = 128
     #: A web login session ends after this many minutes without a request ...
     web_session_idle_minutes: int = 60
     #: ... and this many hours after the login, whatever its use.
@@ -118,11 +122,117 @@ def _fraction(value: Any) -> float | None:
     return float(value) if 0 < value <= 1 else None
 
 
+class _Unusable(ValueError):
+    """A setting's value that cannot be used; the argument says why, repeating nothing of the value."""
+
+
 def _database_url(value: Any) -> str | None:
     url = _string(value)
-    if url is None or url.startswith(("postgresql://", "postgres://")):
-        return url
+    if url is None or not url.startswith(_URL_SCHEMES):
+        return None
+    problem = database_url_problem(url)
+    if problem is not None:
+        raise _Unusable(problem)
+    return url
+
+
+# PostgreSQL URLs ----------------------------------------------------------------------------------
+#
+# A URL is read as libpq reads it (psycopg's conninfo parser is libpq's), and one that libpq would refuse, or
+# read otherwise than its writer meant, is refused when the settings are loaded, before any connection is
+# tried: libpq's messages and psycopg.pool's log lines quote the URL's text, password and all. Nothing here
+# ever repeats a URL's text but through masked_database_url.
+
+_URL_SCHEMES = ("postgresql://", "postgres://")
+MASKED = "***"
+
+#: libpq's refusals, by a word of its message (the message itself quotes the URL), as a reason to show.
+_LIBPQ_REASONS = (
+    ("spaces", "it has a space, which libpq refuses: write a space as %20 (in a password too)"),
+    ("percent-encoded", "it has a % that does not start a percent-encoded character (write % itself as %25; "
+                        "%00 is not allowed)"),
+    ("query parameter", "its query (after ?) has a parameter that libpq does not know or that is not written "
+                        "key=value"),
+    ("IPv6", "its host part is malformed"),
+    ("unexpected character", "its host part is malformed"),
+)
+
+
+def database_url_problem(url: str) -> str | None:
+    """Why the PostgreSQL URL cannot be used as written, or None when libpq reads it as written.
+
+    Besides libpq's refusals (a space, a stray %, an unknown parameter), a URL is refused when libpq would
+    read it otherwise than meant: an ``@`` or a ``/`` in the password that is not percent-encoded moves the
+    rest of the password into the host, the port or the database name (and then into error messages), so
+    the one ``@`` a URL may hold unencoded is the one that ends the user part, before any ``/``. The reason
+    repeats nothing of the URL."""
+    if not url.startswith(_URL_SCHEMES):
+        return "it must start with postgresql://"
+    rest = url.partition("://")[2]
+    if "\x00" in url:  # libpq would read the URL up to it only
+        return "it has a NUL character"
+    if rest.count("@") > 1 or "/" in rest[:max(rest.find("@"), 0)]:
+        return ("it has an @ or a / that libpq would not read as meant: write @ as %40 and / as %2F in the user "
+                "name and the password (an @ elsewhere as %40 too)")
+    return _libpq_problem(url)
+
+
+def _libpq_problem(url: str) -> str | None:
+    """Why libpq refuses the URL, or its port is no port; None when neither."""
+    import psycopg  # only where PostgreSQL is configured
+
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError as error:
+        message = str(error)
+        return next((reason for word, reason in _LIBPQ_REASONS if word in message), "libpq cannot read it")
+    except UnicodeError:  # a percent-encoded byte that is no UTF-8, or a character that cannot be sent
+        return "it is not UTF-8 text once its percent-encoded characters are decoded"
+    ports = [port for port in str(info.get("port") or "").split(",") if port]
+    if not all(port.isascii() and port.isdigit() and 1 <= int(port) <= 65535 for port in ports):
+        return "its port must be a number from 1 to 65535"
     return None
+
+
+def _url_parts(url: str) -> tuple[str, str, str, str, str]:
+    """A URL that :func:`database_url_problem` accepts, cut where libpq cuts it: the scheme and ``://``, the
+    user part (with its ``@``, or empty), the host, port and path, and the query (with its ``?``, or empty)."""
+    scheme, separator, rest = url.partition("://")
+    user_part = rest[:rest.index("@") + 1] if "@" in rest else ""
+    host_and_path, question, query = rest[len(user_part):].partition("?")
+    return scheme + separator, user_part, host_and_path, question, query
+
+
+def masked_database_url(url: str) -> str:
+    """A PostgreSQL URL fit to print: as written, but its password, in the user part or as a parameter
+    (``password``, ``sslpassword``), shown as ``***``. A URL that cannot be used is not shown at all: there is
+    no telling where its password ends. The one way a database URL is shown."""
+    if database_url_problem(url) is not None:
+        return "(a PostgreSQL URL that cannot be used as written)"
+    start, user_part, host_and_path, question, query = _url_parts(url)
+    user, colon, _password = user_part.removesuffix("@").partition(":")
+    shown_user = f"{user}{':' + MASKED if colon else ''}@" if user_part else ""
+    return f"{start}{shown_user}{host_and_path}{question}{'&'.join(map(_masked_parameter, query.split('&')))}"
+
+
+def _masked_parameter(parameter: str) -> str:
+    key, equals, _value = parameter.partition("=")
+    return f"{key}={MASKED}" if equals and "password" in unquote(key) else parameter
+
+
+def database_url_secrets(url: str) -> set[str]:
+    """The secrets of a PostgreSQL URL, as written in it and as decoded: its password and password
+    parameters (for scrubbing text that may quote them). Empty for a URL that cannot be used."""
+    if database_url_problem(url) is not None:
+        return set()
+    import psycopg
+
+    _start, user_part, _host_and_path, _question, query = _url_parts(url)
+    written = [user_part.removesuffix("@").partition(":")[2]]
+    written += [parameter.partition("=")[2] for parameter in query.split("&")
+                if "password" in unquote(parameter.partition("=")[0])]
+    decoded = [str(value) for key, value in psycopg.conninfo.conninfo_to_dict(url).items() if "password" in key]
+    return {secret for secret in [*written, *decoded] if secret}
 
 
 #: ``server.request_threads`` where none is set. On PostgreSQL every tool takes a thread, and fewer of them
@@ -158,6 +268,8 @@ _KEYS = (
          "a number of seconds from 1 to 3600"),
     _Key("server", "request_threads", "request_threads", "ARMARIUS_REQUEST_THREADS", _integer(1, 1024),
          "a number of threads from 1 to 1024"),
+    _Key("server", "mcp_sessions_per_token", "mcp_sessions_per_token", "ARMARIUS_MCP_SESSIONS_PER_TOKEN",
+         _integer(1, 1000), "a number of sessions from 1 to 1000"),
     _Key("storage", "sqlite_synchronous", "sqlite_synchronous", "ARMARIUS_SQLITE_SYNCHRONOUS", _synchronous,
          '"normal" or "full"'),
     _Key("memory", "body_max_bytes", "memory_body_max_bytes", "ARMARIUS_MEMORY_BODY_MAX_BYTES",
@@ -209,7 +321,12 @@ def load_settings(data_dir: Path | None = None, environ: Mapping[str, str] | Non
 
 
 def _checked(key: _Key, value: Any, where: str) -> Any:
-    parsed = key.parse(value)
+    try:
+        parsed = key.parse(value)
+    except _Unusable as unusable:
+        raise ConfigError(f"Setting {where} is not a PostgreSQL URL that can be used as written: {unusable}. The "
+                          "value is not repeated here, as it may hold a password (docs/configuration.md says how "
+                          "to write one).", key=f"{key.section}.{key.name}") from None
     if parsed is None:
         raise ConfigError(f"Setting {where} must be {key.expected}.", key=f"{key.section}.{key.name}")
     return parsed

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
+import socket
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -17,6 +21,7 @@ import pytest
 
 from armarius.app import Armarius
 from armarius.config import Settings
+from armarius.web.limits import MAX_CONNECTIONS, SHUTDOWN_GRACE_SECONDS
 from tests.cli.test_serve_cli import environment
 from tests.e2e.servers import ARMARIUS, free_port, wait_until_healthy
 from tests.e2e.test_demo_mcp import http_client, payload
@@ -29,14 +34,17 @@ SERVED_BY = re.compile(r'\[(\d+)\] \S+ - "POST /mcp HTTP/1\.1" 200')
 
 
 class Server:
-    """`armarius serve --workers 2` as a real process; its output is collected as it comes."""
+    """`armarius serve --workers 2` as a real process; its output is collected as it comes. ``ulimit``: options
+    of the shell's ``ulimit`` to start it with (``-S -n 256``: a soft limit of 256 open files)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, workers: int = 2, ulimit: str | None = None) -> None:
         self.url = f"http://127.0.0.1:{free_port()}"
-        self.process = subprocess.Popen(
-            [*ARMARIUS, "--data-dir", str(settings.data_dir), "serve", "--port", self.url.rsplit(":", 1)[1],
-             "--workers", "2"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment(settings))
+        command = [*ARMARIUS, "--data-dir", str(settings.data_dir), "serve", "--port", self.url.rsplit(":", 1)[1],
+                   *(["--workers", str(workers)] if workers > 1 else [])]
+        if ulimit is not None:  # the shell execs the server: its process is the one started here
+            command = ["sh", "-c", f'ulimit {ulimit} && exec "$@"', "sh", *command]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        env=environment(settings))
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -140,3 +148,164 @@ def test_a_killed_worker_is_replaced_and_a_stopped_one_stops_the_server(server: 
     assert server.wait() == 0, "".join(server.lines)
     assert all(gone(pid) for pid in (first, second, replacement))
     assert any(f"Worker process {first} was killed by signal 9; starting another." in line for line in server.lines)
+
+
+# Limits of the process -------------------------------------------------------------------------------------
+
+
+def open_files_limits(pid: int) -> tuple[int, int]:
+    """A process's soft and hard limit on open files, from /proc."""
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            soft, hard = line.split()[3:5]
+            return int(soft), int(hard)
+    raise AssertionError(f"no open files limit for process {pid}")
+
+
+@contextmanager
+def started(settings: Settings, **options: Any) -> Iterator[Server]:
+    """A server that the block may stop; stopped with SIGTERM (every worker with it) if it did not."""
+    running = Server(settings, **options)
+    try:
+        wait_until_healthy(running.url, running.process)
+        yield running
+    finally:
+        if running.process.poll() is None:
+            running.process.send_signal(signal.SIGTERM)
+            with suppress(subprocess.TimeoutExpired):
+                running.process.wait(timeout=60)
+        running.close()
+
+
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+def test_workers_stop_when_the_supervisor_dies_while_they_start(settings: Settings) -> None:
+    """A worker took its supervisor to be whatever its parent was once it had started: the supervisor
+    killed while the worker was still starting left it serving for ever, a child of init."""
+    server = Server(settings)
+    workers: set[int] = set()
+    try:
+        wait_for(lambda: len(server.workers()) == 2)
+        workers = server.workers()
+        server.process.kill()  # before they have started (opening the store, loading the app takes a second)
+        server.process.wait(timeout=30)
+        wait_for(lambda: all(gone(pid) for pid in workers), timeout=60)
+    finally:
+        for pid in workers:
+            if not gone(pid):
+                os.kill(pid, signal.SIGKILL)
+        server.close()
+
+
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_serve_raises_its_soft_limit_on_open_files_to_the_hard_one(settings: Settings, workers: int) -> None:
+    """systemd starts a service with a soft limit of 1,024 open files: 1,100 connections that never finished
+    their request head left no descriptor to accept /healthz with. The server (and every worker) raises it."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard <= 256:
+        pytest.skip(f"the hard limit on open files here is {hard}: nothing to raise the soft one to")
+    with started(settings, workers=workers, ulimit="-S -n 256") as server:
+        processes = [server.process.pid, *(server.workers() if workers > 1 else [])]
+        assert len(processes) == 1 + (workers if workers > 1 else 0)
+        for pid in processes:
+            soft, raised_hard = open_files_limits(pid)
+            assert soft == raised_hard == (hard if hard != resource.RLIM_INFINITY else soft), (pid, soft, hard)
+            assert soft > 256
+
+
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+def test_connections_past_the_limit_on_open_files_are_refused_and_the_server_recovers(settings: Settings) -> None:
+    """A server that may open 256 files (soft and hard), held by 300 connections that never finish their head:
+    it keeps 128 of them and tells every other connection 503 at once, instead of leaving them unaccepted until
+    the head timer (30 s) frees descriptors while asyncio logs a traceback for each failed accept (thousands a
+    second); when they go, it serves again."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1024:  # this test's own sockets
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
+    held: list[socket.socket] = []
+    with started(settings, workers=1, ulimit="-n 256") as server:
+        assert open_files_limits(server.process.pid) == (256, 256)
+        port = int(server.url.rsplit(":", 1)[1])
+        try:
+            for _ in range(300):
+                connection = socket.create_connection(("127.0.0.1", port), timeout=20)
+                connection.sendall(b"G")
+                held.append(connection)
+            with socket.create_connection(("127.0.0.1", port), timeout=20) as fresh:
+                answer = b""
+                while chunk := fresh.recv(4096):  # a timeout (20 s) here: a connection left unaccepted
+                    answer += chunk
+            assert answer.startswith(b"HTTP/1.1 503 "), answer
+        finally:
+            for connection in held:
+                connection.close()
+        wait_for(lambda: _healthy(server.url))
+        server.process.send_signal(signal.SIGTERM)
+        assert server.wait() in (0, -signal.SIGTERM)  # one process: uvicorn re-raises the signal it stopped on
+    output = "".join(server.lines)
+    assert "Traceback" not in output, output[max(0, output.find("Traceback") - 1000):][:6000]
+    assert output.count("out of system resource") + output.count("cannot accept connections") <= 1, output[-3000:]
+    assert output.count("refused a connection") == 1, output[-3000:]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=10).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+def test_a_trickled_upload_cannot_hold_a_stop_past_the_grace(settings: Settings) -> None:
+    """`serve --workers 2` stopped while clients trickle login bodies (a byte every 2 s, within the body's time
+    limits): it took 125 s, past the unit's TimeoutStopSec=30 (SIGKILL). The workers now cancel what is still
+    in flight after SHUTDOWN_GRACE_SECONDS (20 s) and the server exits 0."""
+    with started(settings, workers=2) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        uploads = []
+        for _ in range(4):  # likely some on each worker
+            upload = socket.create_connection(("127.0.0.1", port), timeout=20)
+            upload.sendall((f"POST /login HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 1000\r\n"
+                            "Content-Type: application/x-www-form-urlencoded\r\n\r\na").encode())
+            uploads.append(upload)
+        stop_trickling = threading.Event()
+
+        def trickle() -> None:
+            while not stop_trickling.wait(2):
+                for upload in uploads:
+                    with suppress(OSError):
+                        upload.sendall(b"a")
+
+        trickler = threading.Thread(target=trickle, daemon=True)
+        trickler.start()
+        try:
+            time.sleep(1)  # the requests are in flight
+            server.process.send_signal(signal.SIGTERM)
+            # Without the grace: until the bodies' total limit (120 s). A timeout here fails the test.
+            assert server.process.wait(timeout=SHUTDOWN_GRACE_SECONDS + 40) == 0, "".join(server.lines)
+        finally:
+            stop_trickling.set()
+            trickler.join(timeout=10)
+            for upload in uploads:
+                upload.close()
+    output = "".join(server.lines)
+    assert "timeout graceful shutdown exceeded" in output
+    assert "cancelled a request still in flight after the stop's grace" in output  # one line, not a traceback
+    assert "Traceback" not in output, output[-3000:]
+
+
+def test_the_systemd_unit_leaves_room_for_the_grace_and_for_connections() -> None:
+    unit = (Path(__file__).resolve().parents[2] / "deploy" / "armarius.service").read_text()
+    settings = dict(line.split("=", 1) for line in unit.splitlines() if "=" in line and not line.startswith("#"))
+    assert int(settings["TimeoutStopSec"]) >= SHUTDOWN_GRACE_SECONDS + 5
+    assert int(settings["LimitNOFILE"]) >= 2 * MAX_CONNECTIONS
+
+
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+def test_a_loopback_server_refuses_other_hosts_on_every_route_in_every_worker(settings: Settings) -> None:
+    with started(settings, workers=2) as server:
+        for path in ("/healthz", "/login", "/api", "/mcp"):
+            for _ in range(4):  # new connections: either worker
+                answer = httpx.get(f"{server.url}{path}", headers={"Host": "evil.example"}, timeout=10)
+                assert answer.status_code == 421, (path, answer.text[:300])
+        assert httpx.get(f"{server.url}/healthz", headers={"Host": "localhost"}, timeout=10).status_code == 200

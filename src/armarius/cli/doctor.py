@@ -18,27 +18,36 @@ import stat
 import sys
 import tomllib
 from collections.abc import Callable, Iterator
-from contextlib import suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote
 
 import click
+import psycopg
 
 from armarius.audit.keys import ENV_VARIABLE
 from armarius.audit.setup import open_keyed
 from armarius.audit.verify import verify_log
 from armarius.auth.directory import Directory
 from armarius.cli.context import CliContext, counted, pass_cli
-from armarius.config import Settings
+from armarius.config import Settings, masked_database_url
 from armarius.errors import ArmariusError, ConfigError, SchemaOutdated, StorageUnavailable
 from armarius.research.config import DatabaseSource, SourceLimits, load_research_config
 from armarius.research.dbdrivers import open_driver
 from armarius.research.git import GitRepository
 from armarius.store import Database, open_database
 from armarius.store.engine import SqliteDatabase
-from armarius.store.schema import check_postgres_role, check_schema, current_version, postgres_role, unforced_tables
+from armarius.store.schema import (
+    UNSCOPED_TABLES,
+    RoleRefused,
+    check_postgres_role,
+    check_schema,
+    current_version,
+    missing_objects,
+    postgres_role,
+    unforced_tables,
+)
 
 logger = logging.getLogger("armarius.cli")
 
@@ -101,6 +110,8 @@ def _checks(cli: CliContext) -> Iterator[Check]:
         if database.dialect == "postgresql":
             yield _guarded("database role", lambda: _role(database, settings))
             yield _guarded("row-level security", lambda: _forced_security(database))
+            yield _guarded("database objects", lambda: _objects(cli, database)) if schema.ok else _not_checked(
+                "database objects", "database")
         yield from _research(settings)
         yield _guarded("audit log", lambda: _audit(cli, settings, database)) if schema.ok else _not_checked(
             "audit log", "database")
@@ -165,23 +176,10 @@ class _LookingSqlite(SqliteDatabase):
         return connection
 
 
-def masked_url(url: str) -> str:
-    """A database URL fit to print: a password, in the user part or as a parameter, shown as ***."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "(a database URL that cannot be parsed)"
-    userinfo, at, host = parts.netloc.rpartition("@")
-    user, colon, _password = userinfo.partition(":")
-    query = urlencode([(key, "***" if key == "password" else value)
-                       for key, value in parse_qsl(parts.query, keep_blank_values=True)], safe="*")
-    return urlunsplit(parts._replace(netloc=f"{user}{':***' if colon else ''}{at}{host}", query=query))
-
-
 def _where(settings: Settings) -> str:
     if settings.database_url is None:
         return f"SQLite file {settings.sqlite_path}"
-    return f"PostgreSQL {masked_url(settings.database_url)}"
+    return f"PostgreSQL {masked_database_url(settings.database_url)}"
 
 
 def _open(cli: CliContext, settings: Settings) -> Database | Check:
@@ -194,10 +192,11 @@ def _open(cli: CliContext, settings: Settings) -> Database | Check:
     try:
         return open_database(settings.database_url, settings.sqlite_path)
     except StorageUnavailable:
-        parts = urlsplit(settings.database_url)
-        probe = ["pg_isready", "-h", parts.hostname or "localhost"]
-        with suppress(ValueError):  # a port that is no number: libpq refuses it as well
-            probe += ["-p", str(parts.port or 5432)]
+        # Where libpq goes (settings refuse a URL it would read otherwise than written): its first host and port.
+        info = psycopg.conninfo.conninfo_to_dict(settings.database_url)
+        host = str(info.get("host") or "localhost").split(",")[0]
+        port = str(info.get("port") or "").split(",")[0] or "5432"
+        probe = ["pg_isready", "-h", host, "-p", port]
         return Check("database", False, f"{_where(settings)} cannot be reached or refused the login",
                      f"Start PostgreSQL or correct database.url (ARMARIUS_DATABASE_URL); `{shlex.join(probe)}` "
                      "says whether the server answers.")
@@ -217,20 +216,20 @@ def _schema(cli: CliContext, database: Database, where: str) -> Check:
 
 
 def _role(database: Database, settings: Settings) -> Check:
+    """The check `serve` makes (check_postgres_role): the same problem, and the same fix."""
     assert settings.database_url is not None
     role = postgres_role(settings.database_url)
     try:
         check_postgres_role(database)
-    except ConfigError as error:
-        if role == postgres_role(settings.database_migrate_url or settings.database_url):
+    except RoleRefused as error:
+        fix = error.fix
+        if error.kind == "bypasses" and role == postgres_role(settings.database_migrate_url or settings.database_url):
             fix = (f"Give the server a login role of its own that owns nothing (as a superuser: CREATE ROLE "
                    f"armarius_app LOGIN PASSWORD '…';), set database.url to it, keep {role} for "
                    "database.migrate_url, and run `armarius init` (docs/deployment.md).")
-        else:
-            fix = (f"As a superuser: psql -c 'ALTER ROLE \"{role}\" NOSUPERUSER NOBYPASSRLS;' on the database "
-                   "server, then `armarius init` (migrate URL: the owner) grants it what it needs.")
-        return Check("database role", False, f"{role}: {error.message}", fix)
-    return Check("database role", True, f"{role}: no superuser, no BYPASSRLS, granted the Armarius tables")
+        return Check("database role", False, f"{role}: {error.problem}", fix)
+    return Check("database role", True, f"{role}: no superuser, no BYPASSRLS, owns nothing and is a member of no "
+                 "role that does, has every grant of the migrations")
 
 
 def _forced_security(database: Database) -> Check:
@@ -240,7 +239,25 @@ def _forced_security(database: Database) -> Check:
                               for name in unforced)
         return Check("row-level security", False, f"not forced on {', '.join(unforced)}: those rows are not kept "
                      "apart by workspace", f"As the table owner (database.migrate_url): {statements}")
-    return Check("row-level security", True, "enabled and forced on every workspace table")
+    return Check("row-level security", True, "enabled and forced on every workspace table (but "
+                 f"{', '.join(UNSCOPED_TABLES)}, which the server's role may not touch)")
+
+
+def _objects(cli: CliContext, database: Database) -> Check:
+    """The functions, triggers and text search configuration the migrations made, and the server uses, are there."""
+    missing = missing_objects(database)
+    if not missing:
+        return Check("database objects", True, "the tables, functions, triggers and text search configuration of "
+                     "the migrations are there")
+    init = f"`{cli.command_line('init')}` (with database.migrate_url: the owner's)"
+    repairable = [item.name for item in missing if item.repairable]
+    lost = [item.name for item in missing if not item.repairable]
+    fixes = [f"{init} makes the {' and the '.join(repairable)} again, as its migration made it."] if repairable else []
+    if lost:
+        fixes.append(f"Restore the database from a backup (docs/deployment.md#backups-and-restore): `armarius init` "
+                     f"cannot make the {', the '.join(lost)} again.")
+    return Check("database objects", False, f"missing: the {', the '.join(item.name for item in missing)}; recall "
+                 "and writes that need them fail", " ".join(fixes))
 
 
 # Research -----------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import sys
 import traceback
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ from armarius.cli.context import CliContext, armarius_command, counted, pass_cli
 from armarius.cli.memory import reindex_all
 from armarius.config import write_settings_file
 from armarius.errors import ArmariusError, InvalidInput, NotFound, PortInUse
-from armarius.store.schema import latest_version
+from armarius.store.schema import check_migrator, latest_version, postgres_role, repair_postgres
 
 if TYPE_CHECKING:
     import uvicorn
@@ -42,9 +43,15 @@ DEMO_WORKSPACE, DEMO_ADMIN, DEMO_AGENT = "demo", "admin", "demo-agent"
 def init(cli: CliContext) -> None:
     """Create the data folder and create or migrate the database."""
     settings = cli.settings
+    postgres: tuple[str, str] | None = None
+    if settings.database_url is not None:  # a migrate URL that may not migrate is refused before anything is done
+        postgres = (settings.database_migrate_url or settings.database_url, postgres_role(settings.database_url))
+        check_migrator(*postgres)
+    tightened = _private_folder(settings.data_dir)
     if not settings.config_file.exists():
         write_settings_file(settings)
     applied = initialize(settings)
+    repaired = repair_postgres(*postgres) if postgres is not None else []
     version = latest_version("sqlite" if settings.database_url is None else "postgresql")
     embedded: dict[str, Any] = {}
     if settings.memory_embeddings != "off":  # entries written before recall by meaning, or by another model
@@ -54,13 +61,36 @@ def init(cli: CliContext) -> None:
         finally:
             app.close()
     cli.emit(
-        {"data_dir": str(settings.data_dir), "schema_version": version, "applied": applied, "embedded": embedded},
-        text=f"Data folder {settings.data_dir}: schema at version {version}"
+        {"data_dir": str(settings.data_dir), "schema_version": version, "applied": applied, "embedded": embedded,
+         "data_dir_mode_was": None if tightened is None else f"{tightened:o}", "repaired": repaired},
+        text=("" if tightened is None else f"Data folder {settings.data_dir}: mode {tightened:o} tightened to 700 "
+              "(group and others had access; it holds the settings and the audit key).\n")
+        + f"Data folder {settings.data_dir}: schema at version {version}"
         + (f" (applied {', '.join(map(str, applied))})." if applied else " (already up to date).")
+        + "".join(f"\nRepaired: {what}." for what in repaired)
         + "".join(f"\nWorkspace {name}: "
                   f"{counted(result['embedded'], 'entry or evidence unit', 'entries and evidence units')} embedded "
                   "for recall by meaning." for name, result in embedded.items()),
     )
+
+
+def _private_folder(folder: Path) -> int | None:
+    """An existing data folder of this user that group or others may enter is made private (mode 700), as `init`
+    makes a new one; returns the mode it had, None when it needed no change. A folder of another user is left to
+    `armarius doctor`, which says how to hand it over (init cannot change its mode)."""
+    try:
+        info = folder.stat()
+    except FileNotFoundError:
+        return None
+    mode = stat.S_IMODE(info.st_mode)
+    if not stat.S_ISDIR(info.st_mode) or not mode & 0o077:
+        return None
+    if info.st_uid != os.getuid():
+        click.echo(f"Warning: the data folder {folder} belongs to another user and its mode is {mode:o} (group and "
+                   "others have access); `armarius doctor` says how to make it this user's and private.", err=True)
+        return None
+    folder.chmod(0o700)
+    return mode
 
 
 PORT = click.IntRange(1, 65535)
@@ -160,10 +190,12 @@ def settle_heap() -> None:
 def _serve_http(app: Armarius, sockets: list[socket.socket]) -> None:
     import uvicorn
 
-    from armarius.web.app import server_config
+    from armarius.web.app import listens_on_loopback, server_config
+    from armarius.web.limits import raise_open_files_limit
 
+    raise_open_files_limit()
     with suppress(KeyboardInterrupt):
-        uvicorn.Server(_ready(server_config(app))).run(sockets=sockets)
+        uvicorn.Server(_ready(server_config(app, loopback=listens_on_loopback(sockets)))).run(sockets=sockets)
 
 
 @click.command()
@@ -204,10 +236,14 @@ class _Supervisor:
 
     def __init__(self, cli: CliContext, sockets: list[socket.socket]) -> None:
         self.cli, self.sockets = cli, sockets
+        self.pid = os.getpid()  # a worker's parent until the supervisor is gone
         self.workers: set[int] = set()
         self.stopping, self.status = False, 0
 
     def run(self, count: int) -> None:
+        from armarius.web.limits import raise_open_files_limit
+
+        raise_open_files_limit()  # for the workers, which inherit it
         for handled in (signal.SIGTERM, signal.SIGINT):
             signal.signal(handled, self._stop)
         for _ in range(count):
@@ -254,11 +290,12 @@ class _Supervisor:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
         status = 0
         try:
-            from armarius.web.app import server_config
+            from armarius.web.app import listens_on_loopback, server_config
 
             with self.cli.app() as app:
-                config = server_config(app, stateless=True, log_config=_log_config_with_pid())
-                _worker_server(_ready(config)).run(self.sockets)
+                config = server_config(app, stateless=True, loopback=listens_on_loopback(self.sockets),
+                                       log_config=_log_config_with_pid())
+                _worker_server(_ready(config), supervisor=self.pid).run(self.sockets)
         except ArmariusError as error:  # e.g. the database went away since the supervisor's check
             click.echo(f"error [{error.code}]: {error.message}", err=True)
             status = error.exit_code
@@ -273,12 +310,11 @@ class _Supervisor:
             os._exit(status)
 
 
-def _worker_server(config: uvicorn.Config) -> uvicorn.Server:
+def _worker_server(config: uvicorn.Config, *, supervisor: int) -> uvicorn.Server:
     """A worker's server: stops on SIGTERM from the supervisor, ignores Ctrl-C's SIGINT (the supervisor
-    gets it too and passes it on as SIGTERM), and stops when the supervisor is gone."""
+    gets it too and passes it on as SIGTERM), and stops when the supervisor (its pid recorded before the
+    fork: one that died while this worker was starting is gone too) is gone."""
     import uvicorn
-
-    supervisor = os.getppid()
 
     class WorkerServer(uvicorn.Server):
         def handle_exit(self, sig: int, _frame: Any) -> None:

@@ -35,7 +35,8 @@ from psycopg.rows import dict_row
 from psycopg.waiting import Wait
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from armarius.errors import InvalidInput, StorageUnavailable
+from armarius.config import MASKED, database_url_problem, database_url_secrets
+from armarius.errors import ConfigError, InvalidInput, StorageUnavailable
 from armarius.store.batches import Prepared
 
 try:
@@ -701,10 +702,45 @@ class SqliteDatabase(Database):
         self._writer.close()
 
 
+class _ScrubbedPoolLog(logging.Filter):
+    """psycopg.pool's log lines (a failed connection is logged with libpq's message, which may quote what it
+    was given) with every password of this process's pools in them shown as ***."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: Longest first (a secret inside another goes with it); replaced whole, never changed in place.
+        self.secrets: tuple[str, ...] = ()
+        self._adding = threading.Lock()
+
+    def add(self, secrets: set[str]) -> None:
+        with self._adding:
+            self.secrets = tuple(sorted(secrets.union(self.secrets), key=len, reverse=True))
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        secrets = self.secrets
+        if secrets:
+            message = shown = record.getMessage()
+            for secret in secrets:
+                shown = shown.replace(secret, MASKED)
+            if shown != message:
+                record.msg, record.args = shown, None
+        return True
+
+
+_POOL_LOG = _ScrubbedPoolLog()
+logging.getLogger("psycopg.pool").addFilter(_POOL_LOG)
+
+
 class PostgresDatabase(Database):
     dialect: Dialect = "postgresql"
 
     def __init__(self, url: str, *, max_connections: int = 10, connect_timeout: float = 10) -> None:
+        # A URL libpq would refuse or misread is refused before the pool tries it (and logs libpq's message,
+        # which quotes it); settings are checked as they load, this is for any other caller.
+        problem = database_url_problem(url)
+        if problem is not None:
+            raise ConfigError(f"The PostgreSQL URL cannot be used as written: {problem}.", key="database.url")
+        _POOL_LOG.add(database_url_secrets(url))
         self._pool = ConnectionPool(
             url,
             min_size=1,

@@ -1,8 +1,19 @@
-"""How much and how slowly a client may send: limits on a request's head and body.
+"""How much and how slowly clients may send: limits on connections, on a request's head and body, and on a stop.
 
 uvicorn bounds the size of a request's line and headers (h11: a head still incomplete past 16 KiB is
-refused), but neither how long they may take to arrive, nor the size of the body or its time. So:
+refused), but neither how many connections are open, nor how long a head may take to arrive, nor the
+size of the body or its time. So:
 
+- **Connections.** :class:`HeadTimeoutH11` answers a connection made while the process holds
+  :func:`connection_limit` others with ``503`` and closes it at once: at most ``MAX_CONNECTIONS``
+  (4,096), and always ``1/8`` of the limit on open files (at least 128) below it, so that the
+  store, git and the logs keep file descriptors and the process does not reach the limit. (Past it,
+  every ``accept()`` fails, the connections wait in the kernel's queue, and CPython's event loop
+  logs each failure with a traceback, thousands a second. The loop accepts a burst of connections
+  before it refuses any, so a burst larger than the reserve can still reach it for a moment:
+  :func:`quiet_server_logs` makes that one line a minute.) ``armarius serve`` raises its soft limit
+  on open files to the hard one as it starts (:func:`raise_open_files_limit`): systemd's default
+  soft limit, 1,024, would allow 896 connections.
 - **The head's time.** :class:`HeadTimeoutH11` (uvicorn's h11 protocol, which `armarius serve` runs)
   closes a connection whose request line and headers are not complete within ``REQUEST_HEAD_SECONDS``
   of its first byte (or of the connection, for its first request). uvicorn's own ``timeout_keep_alive``
@@ -23,30 +34,51 @@ sees the request:
   request is refused with 408 (``request_timeout``) and the connection closed.
 
 Either way the route sees a disconnected client (and does nothing), and the client gets the one error
-envelope. The MCP SDK's transport gets the same size limit (its own default, 4 MiB, would refuse the largest
-``repair_prepare``), and so does MCP over stdio. The body limits are read when the app is made
+envelope. A client that hangs up before its body is complete is one INFO line, not an error. The MCP SDK's
+transport gets the same size limit (its own default, 4 MiB, would refuse the largest ``repair_prepare``),
+and so does MCP over stdio. The body limits are read when the app is made
 (:func:`armarius.web.app.create_web_app`), the head's whenever a connection waits for one.
+
+- **A stop.** At SIGTERM the server stops accepting, and requests in flight get
+  ``SHUTDOWN_GRACE_SECONDS`` (20) to finish (uvicorn's ``timeout_graceful_shutdown``); then they are
+  cancelled (one INFO line each, :class:`CancelledAtStopFilter`) and the process exits. The shipped
+  systemd unit's ``TimeoutStopSec=30`` leaves room for it: without the bound a body trickled in under
+  the limits above would hold a stop for two minutes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
+import time
 from dataclasses import dataclass
 
 import anyio
 import h11
 from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from armarius.errors import ArmariusError, RequestTimeout, RequestTooLarge
 
+logger = logging.getLogger("armarius.web")
+
 #: The longest wait for the next part of a body, and for the whole body.
 BODY_IDLE_SECONDS = 30.0
 BODY_TOTAL_SECONDS = 120.0
 #: The longest a request's line and headers may take to arrive.
 REQUEST_HEAD_SECONDS = 30.0
+#: At a stop, how long the requests in flight may still take (below systemd's TimeoutStopSec=30 of the unit).
+SHUTDOWN_GRACE_SECONDS = 20
+#: The most connections one server process keeps open (fewer where the limit on open files is low).
+MAX_CONNECTIONS = 4096
+#: The soft limit on open files set where the hard limit is unlimited (macOS), and the fallback below it.
+_OPEN_FILES_WHEN_UNLIMITED = (65_536, 10_240)
+#: How often a burst of the same refusal is logged, with the count of those not logged since.
+_REPORT_EVERY_SECONDS = 60.0
 
 
 @dataclass
@@ -56,6 +88,8 @@ class _Body:
     #: The refusal this middleware answers with instead of the route (once the body broke a limit).
     refusal: ArmariusError | None = None
     response_started: bool = False
+    #: The client went away before its body was complete.
+    hung_up: bool = False
 
 
 class RequestLimits:
@@ -92,7 +126,7 @@ class RequestLimits:
                         return {"type": "http.disconnect"}
                     body.complete = not message.get("more_body", False)
                 else:  # the client went away: nothing more to wait for
-                    body.complete = True
+                    body.complete = body.hung_up = True
                 return message
             body.refusal = RequestTimeout(
                 f"The request body did not arrive in time: each part must follow the last within "
@@ -109,6 +143,14 @@ class RequestLimits:
 
         try:
             await self.app(scope, limited_receive, guarded_send)
+        except ClientDisconnect:
+            # A route reading a body its client stopped sending (a login form, a page's form): one brief line,
+            # not two tracebacks (Starlette's and uvicorn's) that any client could have written by hanging up.
+            if not body.hung_up and body.refusal is None:
+                raise
+            if body.refusal is None:
+                logger.info("a client hung up before its request body to %s was complete", scope.get("path", "?"))
+                return
         except Exception:
             if body.refusal is None:
                 raise
@@ -127,8 +169,118 @@ async def _answer(error: ArmariusError, scope: Scope, receive: Receive, send: Se
     await response(scope, receive, send)
 
 
+def raise_open_files_limit() -> None:
+    """Raise this process's soft limit on open files to its hard limit (children inherit it): systemd's default
+    soft limit, 1,024, is too low for a server (module doc). Nothing happens where the system refuses."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    targets = (hard,) if hard != resource.RLIM_INFINITY else _OPEN_FILES_WHEN_UNLIMITED
+    for target in targets:
+        if soft != resource.RLIM_INFINITY and soft >= target:
+            return
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            return
+        except (ValueError, OSError):
+            continue
+
+
+def connection_limit() -> int:
+    """How many connections this process keeps open at once: ``MAX_CONNECTIONS``, and at most the soft limit on
+    open files less an eighth of it (at least 128), so that connections never take the last descriptors."""
+    try:
+        import resource
+    except ImportError:
+        return MAX_CONNECTIONS
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return min(MAX_CONNECTIONS, max(16, soft - max(128, soft // 8)))
+
+
+class _Throttled:
+    """Lets one of a burst of the same event through every ``seconds``, counting the ones it held back."""
+
+    def __init__(self, seconds: float = _REPORT_EVERY_SECONDS) -> None:
+        self.seconds, self.last, self.held = seconds, -math.inf, 0
+
+    def due(self) -> int | None:
+        """None while the last report is recent (this event is held back), else how many were held back since."""
+        now = time.monotonic()
+        if now - self.last < self.seconds:
+            self.held += 1
+            return None
+        held, self.held, self.last = self.held, 0, now
+        return held
+
+
+class AcceptErrorFilter(logging.Filter):
+    """asyncio's "socket.accept() out of system resource" (no file descriptor left): one line a minute, without
+    a traceback, instead of one with a traceback for each failed accept (CPython retries up to the listening
+    backlog's 2,048 times on each turn of its loop: 290,000 tracebacks, 122 MB of log in 35 s). After such a
+    failure asyncio listens again a second later; a server stopped within that second has closed its socket by
+    then, and each retry fails with a traceback ("Invalid file descriptor: -1"): nothing is left to listen on,
+    so those are dropped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.throttle = _Throttled()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = str(record.msg)
+        if message.startswith("Exception in callback BaseSelectorEventLoop._start_serving"):
+            error = record.exc_info[1] if record.exc_info else None
+            return not (isinstance(error, ValueError) and "Invalid file descriptor" in str(error))
+        if not message.startswith("socket.accept() out of system resource"):
+            return True
+        held = self.throttle.due()
+        if held is None:
+            return False
+        error = record.exc_info[1] if record.exc_info else None
+        record.msg = ("cannot accept connections: %s (the limit on open files; %d more failed accepts since the "
+                      "last report were not logged)")
+        record.args = (error, held)
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+class CancelledAtStopFilter(logging.Filter):
+    """uvicorn's "Exception in ASGI application" with a traceback for each request it cancels at the end of a
+    stop's grace (SHUTDOWN_GRACE_SECONDS): one brief INFO line each instead (the cancellation is the design)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if not (isinstance(error, asyncio.CancelledError)
+                and str(record.msg).startswith("Exception in ASGI application")):
+            return True
+        record.msg = "cancelled a request still in flight after the stop's grace (%g seconds)"
+        record.args = (SHUTDOWN_GRACE_SECONDS,)
+        record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+def quiet_server_logs() -> None:
+    """Put :class:`AcceptErrorFilter` on asyncio's logger and :class:`CancelledAtStopFilter` on uvicorn's (once)."""
+    for name, kind in (("asyncio", AcceptErrorFilter), ("uvicorn.error", CancelledAtStopFilter)):
+        named = logging.getLogger(name)
+        if not any(isinstance(existing, kind) for existing in named.filters):
+            named.addFilter(kind())
+
+
+#: What a connection over :func:`connection_limit` is told before it is closed.
+_TOO_MANY_CONNECTIONS = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                         b"Connection: close\r\nRetry-After: 5\r\nContent-Length: 66\r\n\r\n"
+                         b"The server holds as many connections as it may; try again shortly.")
+_refused_connections = _Throttled()
+
+
 class HeadTimeoutH11(H11Protocol):
-    """uvicorn's h11 protocol, closing a connection whose request head does not arrive in time (module doc).
+    """uvicorn's h11 protocol, closing a connection over :func:`connection_limit` at once, and one whose request
+    head does not arrive in time (module doc).
 
     The timer runs while the connection waits for a request head (h11's client state ``IDLE``) and has
     received a byte of it, or has received nothing since it was made; it is not restarted by more bytes of
@@ -139,6 +291,15 @@ class HeadTimeoutH11(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        limit = connection_limit()
+        if len(self.connections) > limit:
+            held = _refused_connections.due()
+            if held is not None:
+                logger.warning("refused a connection: this process holds %d, the most it keeps open (%d more "
+                                    "refused since the last report were not logged)", limit, held)
+            transport.write(_TOO_MANY_CONNECTIONS)
+            transport.close()  # reads nothing more; connection_lost forgets it
+            return
         self._watch_head()
 
     def data_received(self, data: bytes) -> None:

@@ -10,6 +10,11 @@ another machine), so a token served by one is accepted by all, and a token a cli
 is refused. After ``armarius audit rotate-key`` a process started before the rotation refuses the
 tokens of one started after it until it is restarted too (the person reloads the login page).
 
+POST /login is the one form anyone may send without a session, so its body is held to
+``LOGIN_FORM_MAX_BYTES`` (8 KiB: a workspace, a name, a password, the token and where to go next) rather
+than the pages' ``FORM_MAX_BYTES`` (3 MiB): a longer declared body is refused with 413
+(``request_too_large``) before a byte of it is read, and the connection closed.
+
 A successful login starts a new session (a new secret, whatever cookie the browser had: no session
 fixation). Every failed login is told "The principal name or password is wrong." (401), also a right
 password in a workspace the person is not a member of (:meth:`WebSessions.start`).
@@ -32,11 +37,13 @@ from armarius.app import Armarius
 from armarius.audit.keys import KeyedDatabase
 from armarius.auth.secrets import digests_match
 from armarius.auth.web_sessions import StartedSession
-from armarius.errors import ArmariusError, InvalidInput, NotAllowed, TooManyAttempts, Unauthenticated
+from armarius.errors import ArmariusError, InvalidInput, NotAllowed, RequestTooLarge, TooManyAttempts, Unauthenticated
 from armarius.web.auth import SESSION_COOKIE, clear_session_cookie, refuse_agent_tokens, set_session_cookie
 from armarius.web.pages.gate import View, Web, read_form, safe_next
 
 LOGIN_COOKIE = "armarius_login"
+#: The largest login form read (module doc); the fields it holds take a few hundred bytes.
+LOGIN_FORM_MAX_BYTES = 8 * 1024
 _LOGIN_COOKIE_SECONDS = 3600
 #: How far ahead of this server's clock another process's token may be dated (clocks of several machines).
 _CLOCK_SKEW_SECONDS = 60
@@ -59,6 +66,10 @@ def routes(web: Web) -> list[BaseRoute]:
     async def login(request: Request) -> Response:
         try:
             refuse_agent_tokens(request)
+            length = request.headers.get("content-length", "")
+            if length.isdigit() and int(length) > LOGIN_FORM_MAX_BYTES:
+                raise RequestTooLarge(f"A login form may send at most {LOGIN_FORM_MAX_BYTES} bytes.",
+                                      limit=LOGIN_FORM_MAX_BYTES)
             form = await read_form(request)
             presented, expected = form.get("csrf"), request.cookies.get(LOGIN_COOKIE)
             if not presented or not expected or not digests_match(expected, presented) or not token_is_valid(
@@ -66,7 +77,10 @@ def routes(web: Web) -> list[BaseRoute]:
                 raise NotAllowed("The login form's security token is missing or expired. Reload the login page "
                                  "and try again.", reason="csrf")
         except ArmariusError as error:
-            return web.error_page(request, error)
+            refused = web.error_page(request, error)
+            if isinstance(error, RequestTooLarge):  # the body is never read: nothing more on this connection
+                refused.headers["Connection"] = "close"
+            return refused
         name, workspace, next_path = form.get("name"), form.get("workspace"), form.get("next")
         client = request.client.host if request.client else "unknown"
         try:
