@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -23,6 +24,18 @@ from armarius.mcp.server import build_server
 from armarius.store import Database
 
 OPERATOR = "operator:test"
+
+
+def read_until_closed(connection: socket.socket) -> bytes:
+    """What a raw HTTP connection receives until the server closes it (or resets it, or the socket's timeout
+    passes: a hang, which the caller's assertion shows)."""
+    answer = b""
+    try:
+        while chunk := connection.recv(65536):
+            answer += chunk
+    except (ConnectionResetError, TimeoutError):
+        pass
+    return answer
 
 
 @dataclass

@@ -5,6 +5,7 @@ Nothing else in Armarius reads configuration or the environment.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -30,6 +31,7 @@ from armarius.store.schema import (
     migrate_postgres,
     migrate_sqlite,
     postgres_role,
+    repair_postgres,
 )
 
 
@@ -59,13 +61,21 @@ class Armarius:
         self.database.close()
 
 
-def initialize(settings: Settings) -> list[int]:
-    """Create or migrate the database and prepare the audit key; returns the migration versions applied."""
+def initialize(settings: Settings, *, repaired: Callable[[str], object] | None = None) -> list[int]:
+    """Create or migrate the database and prepare the audit key; returns the migration versions applied.
+
+    On PostgreSQL the owner then makes again what the migrations made and is gone, and grants the server's role
+    what it lacks (:func:`repair_postgres`: a new role in database.url too), each step told to ``repaired``,
+    before the database is opened as the server's role."""
     if settings.database_url is None:
         applied = migrate_sqlite(settings.sqlite_path)
     else:
         migrate_url = settings.database_migrate_url or settings.database_url
-        applied = migrate_postgres(migrate_url, app_role=postgres_role(settings.database_url))
+        app_role = postgres_role(settings.database_url)
+        applied = migrate_postgres(migrate_url, app_role=app_role)
+        for done in repair_postgres(migrate_url, app_role):
+            if repaired is not None:
+                repaired(done)
     database = open_database(settings.database_url, settings.sqlite_path)
     try:
         initialize_audit(database, env_keys=settings.audit_key, key_file=settings.audit_key_path,

@@ -164,16 +164,15 @@ def database_url_problem(url: str) -> str | None:
     Besides libpq's refusals (a space, a stray %, an unknown parameter), a URL is refused when libpq would
     read it otherwise than meant: an ``@`` or a ``/`` in the password that is not percent-encoded moves the
     rest of the password into the host, the port or the database name (and then into error messages), so
-    the one ``@`` a URL may hold unencoded is the one that ends the user part, before any ``/``. The reason
-    repeats nothing of the URL."""
+    the one ``@`` a URL may hold unencoded before its query is the one that ends the user part, before any
+    ``/`` (:func:`_url_parts`; the query's parameters may hold one). The reason repeats nothing of the URL."""
     if not url.startswith(_URL_SCHEMES):
         return "it must start with postgresql://"
-    rest = url.partition("://")[2]
     if "\x00" in url:  # libpq would read the URL up to it only
         return "it has a NUL character"
-    if rest.count("@") > 1 or "/" in rest[:max(rest.find("@"), 0)]:
+    if "@" in _url_parts(url)[2]:
         return ("it has an @ or a / that libpq would not read as meant: write @ as %40 and / as %2F in the user "
-                "name and the password (an @ elsewhere as %40 too)")
+                "name and the password (an @ in the host or the database name as %40 too)")
     return _libpq_problem(url)
 
 
@@ -195,10 +194,13 @@ def _libpq_problem(url: str) -> str | None:
 
 
 def _url_parts(url: str) -> tuple[str, str, str, str, str]:
-    """A URL that :func:`database_url_problem` accepts, cut where libpq cuts it: the scheme and ``://``, the
-    user part (with its ``@``, or empty), the host, port and path, and the query (with its ``?``, or empty)."""
+    """A URL cut where libpq cuts it: the scheme and ``://``, the user part (with its ``@``, or empty), the host,
+    port and path, and the query (with its ``?``, or empty). As libpq reads it, the user part ends at the first
+    ``@`` unless a ``/`` comes first (then there is none), whatever else it holds (a ``?`` too); an ``@`` in the
+    query is the parameters' own (``?user=me@corp``)."""
     scheme, separator, rest = url.partition("://")
-    user_part = rest[:rest.index("@") + 1] if "@" in rest else ""
+    end = next((index for index, char in enumerate(rest) if char in "@/"), len(rest))
+    user_part = rest[:end + 1] if rest[end:end + 1] == "@" else ""
     host_and_path, question, query = rest[len(user_part):].partition("?")
     return scheme + separator, user_part, host_and_path, question, query
 

@@ -109,7 +109,7 @@ def test_doctor_shows_a_percent_encoded_password_masked_and_the_right_host(tmp_p
 
 _REASONS = {
     "it has an @ or a / that libpq would not read as meant: write @ as %40 and / as %2F in the user name and the "
-    "password (an @ elsewhere as %40 too)",
+    "password (an @ in the host or the database name as %40 too)",
     "it has a space, which libpq refuses: write a space as %20 (in a password too)",
     "it has a % that does not start a percent-encoded character (write % itself as %25; %00 is not allowed)",
     "its query (after ?) has a parameter that libpq does not know or that is not written key=value",

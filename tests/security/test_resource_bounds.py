@@ -42,7 +42,7 @@ from armarius.sessions.enrichment import INPUTS_MAX
 from armarius.sessions.model import SUBJECT_MAX
 from armarius.web import limits
 from tests import scale
-from tests.helpers import OPERATOR, Agent, OwnerSQL, Team, agent_of, make_team, tool_payload
+from tests.helpers import OPERATOR, Agent, OwnerSQL, Team, agent_of, make_team, read_until_closed, tool_payload
 from tests.research.repos import build_repo, source_entry, write_config
 from tests.web.conftest import serving
 from tests.web.people import Person, Visitors
@@ -310,12 +310,7 @@ def raw_request(port: int, head: bytes, body_parts: Sequence[tuple[float, bytes]
                 connection.sendall(part)
         except (BrokenPipeError, ConnectionResetError):
             pass
-        answer = b""
-        try:
-            while chunk := connection.recv(65536):
-                answer += chunk
-        except (ConnectionResetError, TimeoutError):
-            pass
+        answer = read_until_closed(connection)
     return answer, time.monotonic() - started
 
 

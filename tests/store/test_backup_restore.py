@@ -88,6 +88,16 @@ class DeployedPostgres:
     def url(self, role: str) -> str:
         return _url(self.name, role)
 
+    @classmethod
+    def created(cls) -> DeployedPostgres:
+        """A new one, its roles and database made (the test is skipped, or fails in CI, without PostgreSQL)."""
+        postgres = cls()
+        try:
+            postgres.create()
+        except psycopg.OperationalError as error:
+            service_missing("PostgreSQL", error)
+        return postgres
+
     def create(self) -> None:
         admin(f'CREATE ROLE "{self.owner}" LOGIN', f'CREATE ROLE "{self.app}" LOGIN',
               # docs/deployment.md: a role that reads everything and changes nothing.
@@ -217,11 +227,7 @@ def installation(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ins
     """A fresh installation made by the real `armarius init`."""
     postgres = None
     if request.param == "postgresql":
-        postgres = DeployedPostgres()
-        try:
-            postgres.create()
-        except psycopg.OperationalError as error:
-            service_missing("PostgreSQL", error)
+        postgres = DeployedPostgres.created()
     try:
         installed = Installation(tmp_path / "srv" / "armarius", postgres)
         result = installed.armarius("init")
@@ -382,11 +388,7 @@ def test_restoring_a_backup_older_than_the_anchors_is_found(installation: Instal
 @pytest.mark.postgres
 def test_the_owner_cannot_dump_tables_whose_row_level_security_it_is_forced_to_obey(tmp_path: Path) -> None:
     """Why docs/deployment.md dumps with a backup role: pg_dump as the owner stops at the first table."""
-    postgres = DeployedPostgres()
-    try:
-        postgres.create()
-    except psycopg.OperationalError as error:
-        service_missing("PostgreSQL", error)
+    postgres = DeployedPostgres.created()
     try:
         installed = Installation(tmp_path / "data", postgres)
         assert installed.armarius("init").returncode == 0

@@ -14,7 +14,7 @@ import logging
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,10 @@ import psycopg.errors
 import pytest
 
 from armarius.app import initialize, open_app
-from armarius.config import Settings
+from armarius.config import Settings, database_url_problem, database_url_secrets, masked_database_url
 from armarius.errors import ConfigError, StorageUnavailable
 from armarius.memory.service import RememberRequest
+from armarius.store import engine
 from armarius.store.engine import PostgresDatabase
 from armarius.store.schema import (
     SERVER_GRANTS,
@@ -41,7 +42,7 @@ from armarius.store.schema import (
     repair_postgres,
     unforced_tables,
 )
-from tests.conftest import PG_ADMIN_URL, service_missing
+from tests.conftest import PG_ADMIN_URL
 from tests.helpers import make_team
 from tests.store.test_backup_restore import DeployedPostgres, admin
 
@@ -74,11 +75,7 @@ class Deployed:
 
 
 def deploy(tmp_path: Path, *, migrate: bool = True) -> Iterator[Deployed]:
-    postgres = DeployedPostgres()
-    try:
-        postgres.create()
-    except psycopg.OperationalError as error:
-        service_missing("PostgreSQL", error)
+    postgres = DeployedPostgres.created()
     try:
         settings = Settings(data_dir=tmp_path / "data", database_url=postgres.url(postgres.app),
                             database_migrate_url=postgres.url(postgres.owner), memory_embeddings="off")
@@ -230,6 +227,42 @@ def test_a_role_that_lost_a_grant_has_it_again_from_init(deployed: Deployed) -> 
     finally:
         application.close()
     assert repair_postgres(deployed.owner_url, app) == []  # nothing left to do
+
+
+def test_init_grants_a_new_server_role_before_it_opens_the_database_as_that_role(deployed: Deployed) -> None:
+    """docs/deployment.md: a new role name in database.url is set up by `armarius init`. initialize() opened the
+    database as the new role (for the audit key) before anything granted it a thing: permission denied."""
+    renamed = f"armarius_app2_{secrets.token_hex(4)}"
+    admin(f'CREATE ROLE "{renamed}" LOGIN')
+    try:
+        settings = replace(deployed.settings, database_url=deployed.postgres.url(renamed))
+        repaired: list[str] = []
+        assert initialize(settings, repaired=repaired.append) == []
+        assert len(repaired) == 1
+        assert repaired[0].startswith(f"granted {renamed} what it lacked (GRANT ")
+        application = open_app(settings)
+        try:
+            team = make_team(application)
+            application.memory.remember(team.agent, RememberRequest(slug="ops/new", title="New", body="New role."))
+        finally:
+            application.close()
+    finally:
+        deployed.in_database(f'DROP OWNED BY "{renamed}"')
+        admin(f'DROP ROLE "{renamed}"')
+
+
+def test_a_migrate_url_that_leaves_its_user_to_libpq_migrates_as_the_role_it_logs_in_as(
+        deployed: Deployed, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A URL without a user (libpq takes PGUSER, a service file or the system's user) was refused as naming none."""
+    monkeypatch.setenv("PGUSER", deployed.postgres.owner)
+    without_user = deployed.owner_url.replace(f"{deployed.postgres.owner}@", "")
+    assert "@" not in without_user.partition("?")[0]
+    check_migrator(without_user, deployed.postgres.app)
+    assert repair_postgres(without_user, deployed.postgres.app) == []
+    monkeypatch.setenv("PGUSER", deployed.postgres.app)
+    with pytest.raises(ConfigError) as caught:
+        check_migrator(without_user, deployed.postgres.app)
+    assert f"would migrate as {deployed.postgres.app}, the server's role of database.url" in caught.value.message
 
 
 def test_a_member_of_the_owner_role_is_refused(deployed: Deployed) -> None:
@@ -421,6 +454,19 @@ def test_a_url_libpq_would_misread_is_refused_before_any_pool(caplog: pytest.Log
     assert not [record for record in caplog.records if record.name.startswith("psycopg")]
 
 
+def test_an_at_in_the_query_is_a_parameters_own_and_a_question_mark_belongs_to_the_password() -> None:
+    """libpq ends the user part at the first @ unless a / comes first; an @ in the query (Azure's user@server
+    names) was refused, and the masking took everything up to it for the user part."""
+    assert database_url_problem("postgresql://127.0.0.1/db?user=me@corp&password=Secret") is None
+    assert (masked_database_url("postgresql://127.0.0.1/db?user=me@corp&password=Secret")
+            == "postgresql://127.0.0.1/db?user=me@corp&password=***")
+    assert masked_database_url("postgresql://app:pa?ss@127.0.0.1/db") == "postgresql://app:***@127.0.0.1/db"
+    assert database_url_secrets("postgresql://app:pa?ss@127.0.0.1/db?application_name=a@b") == {"pa?ss"}
+    for misread in ("postgresql://app:p@x@127.0.0.1/db", "postgresql://app:pa/ss@127.0.0.1/db?sslmode=disable",
+                    "postgresql://127.0.0.1/db@x"):
+        assert database_url_problem(misread) is not None, misread
+
+
 def test_the_pools_log_lines_never_hold_a_password(caplog: pytest.LogCaptureFixture) -> None:
     """libpq's message for a failed connection quotes what it was given; here a database named as the password
     (the server trusts the login), which the pool logs at each try."""
@@ -433,3 +479,14 @@ def test_the_pools_log_lines_never_hold_a_password(caplog: pytest.LogCaptureFixt
     lines = [record.getMessage() for record in caplog.records if record.name == "psycopg.pool"]
     assert any('database "***" does not exist' in line for line in lines), lines
     assert secret not in caplog.text
+
+
+def test_a_password_of_a_few_characters_leaves_the_pools_log_lines_readable() -> None:
+    """A password of 1 masked every 1 of a line ("***27.0.0.***"); libpq never quotes a URL the settings accept."""
+    scrubbed = engine._ScrubbedPoolLog()
+    scrubbed.add({"1", "pw9"})
+    scrubbed.add({"longer-secret"})
+    record = logging.LogRecord("psycopg.pool", logging.WARNING, __file__, 1,
+                               'connection to server at "127.0.0.1" failed for %s', ("longer-secret",), None)
+    assert scrubbed.filter(record)
+    assert record.getMessage() == 'connection to server at "127.0.0.1" failed for ***'

@@ -35,7 +35,7 @@ from armarius.web.app import (
 from armarius.web.pages.gate import FORM_MAX_BYTES
 from armarius.web.pages.login import LOGIN_FORM_MAX_BYTES
 from tests.e2e.servers import free_port
-from tests.helpers import make_team
+from tests.helpers import make_team, read_until_closed
 from tests.web.conftest import serving
 from tests.web.people import HTTP_TIMEOUT, login_form_token, post_login
 
@@ -72,13 +72,7 @@ def raw(port: int, data: bytes, *, timeout: float = 20) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as connection:
         if data:
             connection.sendall(data)
-        answer = b""
-        try:
-            while chunk := connection.recv(65536):
-                answer += chunk
-        except (ConnectionResetError, TimeoutError):
-            pass
-    return answer
+        return read_until_closed(connection)
 
 
 def status_of(answer: bytes) -> int:

@@ -30,7 +30,7 @@ from armarius.cli.context import CliContext, armarius_command, counted, pass_cli
 from armarius.cli.memory import reindex_all
 from armarius.config import write_settings_file
 from armarius.errors import ArmariusError, InvalidInput, NotFound, PortInUse
-from armarius.store.schema import check_migrator, latest_version, postgres_role, repair_postgres
+from armarius.store.schema import check_migrator, latest_version, postgres_role
 
 if TYPE_CHECKING:
     import uvicorn
@@ -43,15 +43,13 @@ DEMO_WORKSPACE, DEMO_ADMIN, DEMO_AGENT = "demo", "admin", "demo-agent"
 def init(cli: CliContext) -> None:
     """Create the data folder and create or migrate the database."""
     settings = cli.settings
-    postgres: tuple[str, str] | None = None
     if settings.database_url is not None:  # a migrate URL that may not migrate is refused before anything is done
-        postgres = (settings.database_migrate_url or settings.database_url, postgres_role(settings.database_url))
-        check_migrator(*postgres)
+        check_migrator(settings.database_migrate_url or settings.database_url, postgres_role(settings.database_url))
     tightened = _private_folder(settings.data_dir)
     if not settings.config_file.exists():
         write_settings_file(settings)
-    applied = initialize(settings)
-    repaired = repair_postgres(*postgres) if postgres is not None else []
+    repaired: list[str] = []
+    applied = initialize(settings, repaired=repaired.append)
     version = latest_version("sqlite" if settings.database_url is None else "postgresql")
     embedded: dict[str, Any] = {}
     if settings.memory_embeddings != "off":  # entries written before recall by meaning, or by another model

@@ -702,6 +702,10 @@ class SqliteDatabase(Database):
         self._writer.close()
 
 
+#: The shortest password the pool's log lines are scrubbed of (:class:`_ScrubbedPoolLog`).
+_SCRUBBED_MIN_CHARS = 4
+
+
 class _ScrubbedPoolLog(logging.Filter):
     """psycopg.pool's log lines (a failed connection is logged with libpq's message, which may quote what it
     was given) with every password of this process's pools in them shown as ***."""
@@ -713,8 +717,11 @@ class _ScrubbedPoolLog(logging.Filter):
         self._adding = threading.Lock()
 
     def add(self, secrets: set[str]) -> None:
+        # A password of a few characters would mask every such run of any line ("127.0.0.1" with "1"); libpq
+        # never quotes a URL that settings accept, so this is a second guard, for passwords worth the name.
+        kept = {secret for secret in secrets if len(secret) >= _SCRUBBED_MIN_CHARS}
         with self._adding:
-            self.secrets = tuple(sorted(secrets.union(self.secrets), key=len, reverse=True))
+            self.secrets = tuple(sorted(kept.union(self.secrets), key=len, reverse=True))
 
     def filter(self, record: logging.LogRecord) -> bool:
         secrets = self.secrets

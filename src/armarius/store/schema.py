@@ -192,10 +192,6 @@ def check_migrator(migrate_url: str, app_role: str) -> None:
 def _as_owner(migrate_url: str, app_role: str) -> Iterator[psycopg.Connection[Any]]:
     """A connection of the migrate URL's role, checked as :func:`check_migrator` says, closed afterwards (rolled
     back if what it runs raises); a statement the role may not run is refused as the same config_invalid."""
-    role = postgres_role(migrate_url, key=_MIGRATE_KEY)
-    if role == app_role:
-        raise ConfigError(f"These settings would migrate as {role}, the server's role of database.url. "
-                          f"{_NEEDS_THE_OWNER} Nothing was changed.", key=_MIGRATE_KEY)
     try:
         connection = psycopg.connect(migrate_url, autocommit=False)
     except psycopg.ProgrammingError:  # its message quotes the URL
@@ -204,6 +200,12 @@ def _as_owner(migrate_url: str, app_role: str) -> Iterator[psycopg.Connection[An
     except psycopg.OperationalError as exc:
         raise StorageUnavailable("PostgreSQL cannot be reached with the migrate URL.") from exc
     with connection:
+        # The role it logged in as: the URL may leave the user to PGUSER, a service file or the system's user.
+        row = connection.execute("SELECT current_user").fetchone()
+        role = str(row[0]) if row else "?"
+        if role == app_role:
+            raise ConfigError(f"These settings would migrate as {role}, the server's role of database.url. "
+                              f"{_NEEDS_THE_OWNER} Nothing was changed.", key=_MIGRATE_KEY)
         try:
             owner = connection.execute(
                 "SELECT c.relowner::regrole::text, pg_has_role(current_user, c.relowner, 'USAGE') FROM pg_class c "
