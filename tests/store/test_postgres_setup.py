@@ -213,6 +213,40 @@ def test_a_role_that_lost_a_grant_is_refused_with_the_grant_that_restores_it(
     open_app(deployed.settings).close()
 
 
+@pytest.mark.parametrize(("grant", "excess", "revoke"), [
+    ("GRANT TRUNCATE ON entries TO {app}", "TRUNCATE on entries", "REVOKE TRUNCATE ON TABLE entries FROM {app};"),
+    ("GRANT TRIGGER, UPDATE ON audit_events TO {app}", "TRIGGER, UPDATE on audit_events",
+     "REVOKE TRIGGER, UPDATE ON TABLE audit_events FROM {app};"),
+    ("GRANT DELETE ON entry_revisions TO {app}", "DELETE on entry_revisions",
+     "REVOKE DELETE ON TABLE entry_revisions FROM {app};"),
+], ids=["truncate", "trigger-and-update", "delete-a-record"])
+def test_a_role_that_holds_more_than_the_migrations_grant_is_refused(
+        deployed: Deployed, grant: str, excess: str, revoke: str) -> None:
+    """TRUNCATE empties a table for every workspace whatever its row-level security; TRIGGER lets the role's own
+    function run in the owner's statements. A role granted either served as if nothing were wrong."""
+    app = f'"{deployed.postgres.app}"'
+    deployed.as_owner(grant.format(app=app))
+    refused = refusal(deployed.settings)
+    assert refused.kind == "excess"
+    assert f"holds privileges the migrations never grant it ({excess})" in refused.problem
+    assert refused.fix.startswith(f"As the owner: {revoke.format(app=app)}")
+    deployed.as_owner(revoke.format(app=app))  # the fix, as printed
+    open_app(deployed.settings).close()
+
+
+def test_a_member_of_pg_write_all_data_is_refused(deployed: Deployed) -> None:
+    app = deployed.postgres.app
+    admin(f'GRANT pg_write_all_data TO "{app}"')
+    try:
+        refused = refusal(deployed.settings)
+        assert refused.kind == "excess"
+        assert "DELETE, UPDATE on audit_events" in refused.problem
+        assert "revoke that role from" in refused.fix
+    finally:
+        admin(f'REVOKE pg_write_all_data FROM "{app}"')
+    open_app(deployed.settings).close()
+
+
 def test_a_role_that_lost_a_grant_has_it_again_from_init(deployed: Deployed) -> None:
     app = deployed.postgres.app
     deployed.as_owner(f'REVOKE INSERT ON entries FROM "{app}"', f'REVOKE DELETE ON entry_tags FROM "{app}"')

@@ -229,7 +229,7 @@ def _role(database: Database, settings: Settings) -> Check:
                    "database.migrate_url, and run `armarius init` (docs/deployment.md).")
         return Check("database role", False, f"{role}: {error.problem}", fix)
     return Check("database role", True, f"{role}: no superuser, no BYPASSRLS, owns nothing and is a member of no "
-                 "role that does, has every grant of the migrations")
+                 "role that does, has every grant of the migrations and no more")
 
 
 def _forced_security(database: Database) -> Check:

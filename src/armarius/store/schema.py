@@ -381,7 +381,7 @@ class RoleRefused(ConfigError):
 
     def __init__(self, kind: str, problem: str, fix: str) -> None:
         super().__init__(f"{problem} {fix}", key="database.url")
-        #: bypasses, owns, member, ungranted, lacking or unscoped.
+        #: bypasses, owns, member, ungranted, lacking, excess or unscoped.
         self.kind, self.problem, self.fix = kind, problem, fix
 
 
@@ -405,6 +405,24 @@ SELECT CASE WHEN NOT has_schema_privilege('public', 'USAGE') THEN -2
             ELSE 0 END AS version
 """
 
+#: The privileges the role holds on the Armarius tables beyond :data:`SERVER_GRANTS` (the tables' names, and what
+#: the migrations grant on each, comma-separated).
+_EXCESS = f"""
+SELECT granted.object, p.privilege
+FROM unnest(?::text[], ?::text[]) AS granted(object, privileges)
+CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER']) AS p(privilege)
+WHERE p.privilege <> ALL (string_to_array(granted.privileges, ','))
+  AND coalesce(has_table_privilege({_TABLE_OID.format(name="granted.object")}, p.privilege), false)
+ORDER BY 1, 2
+"""
+
+
+def _granted_tables() -> tuple[list[str], list[str]]:
+    """The parameters of :data:`_EXCESS`."""
+    tables = {key.split(" ", 1)[1]: privileges for key, privileges in SERVER_GRANTS.items() if key.startswith("TABLE ")}
+    return list(tables), [",".join(privileges) for privileges in tables.values()]
+
+
 _TOUCHED = f"""
 SELECT name FROM unnest(?::text[]) AS name
 WHERE has_table_privilege({_TABLE_OID.format(name="name")},
@@ -426,7 +444,9 @@ def check_postgres_role(database: Database) -> None:
     Refused: a superuser or BYPASSRLS role; the owner of the Armarius tables or functions (it may ALTER
     TABLE … NO FORCE ROW LEVEL SECURITY); a member of any of those (SET ROLE makes it one); a role the
     migrations never granted, or that lost a grant since (a statement that needs it would fail as
-    ``internal``); a role that may touch a table kept without row-level security (:data:`UNSCOPED_TABLES`).
+    ``internal``); a role that holds more than they grant on the Armarius tables (TRUNCATE ignores row-level
+    security, TRIGGER runs the role's code in the owner's statements); a role that may touch a table kept
+    without row-level security (:data:`UNSCOPED_TABLES`).
     The grants are checked on a schema at the latest version only (an older one is refused by check_schema,
     and `armarius init` grants what its migrations add)."""
     # One statement a round trip: statements prepared together would each keep the text of all (store.batches).
@@ -437,6 +457,9 @@ def check_postgres_role(database: Database) -> None:
             version = tx.scalar("SELECT coalesce(max(version), 0) AS version FROM public.schema_migrations")
         current = version in (-2, latest_version("postgresql"))
         lacking = _lacking(tx.all(_PRIVILEGES, _privileges_of(None))) if current else {}
+        excess: dict[str, list[str]] = {}
+        for row in tx.all(_EXCESS, _granted_tables()) if current else []:
+            excess.setdefault(row["object"], []).append(row["privilege"])
         touched = [row["name"] for row in tx.all(_TOUCHED, (list(UNSCOPED_TABLES),))]
     itself = roles[0] if roles and roles[0]["itself"] else None
     role = itself["name"] if itself else "?"
@@ -478,6 +501,17 @@ def check_postgres_role(database: Database) -> None:
             + "): the first statement that needs one would fail.",
             "`armarius init` (migrate URL: the owner's) grants them again; or as the owner: "
             + " ".join(grant_statements(lacking, role)))
+    if excess:
+        raise RoleRefused(
+            "excess",
+            "The server's PostgreSQL role holds privileges the migrations never grant it ("
+            + "; ".join(f"{', '.join(privileges)} on {name}" for name, privileges in excess.items())
+            + "): TRUNCATE empties a table for every workspace (row-level security does not hold it back), TRIGGER "
+            "would run the role's own code in the owner's statements, and UPDATE or DELETE on a record rewrites it.",
+            "As the owner: " + " ".join(f"REVOKE {', '.join(privileges)} ON TABLE {name} FROM {_quoted(role)};"
+                                        for name, privileges in excess.items())
+            + " (A privilege that comes with another role, such as pg_write_all_data: revoke that role from "
+            f"{_quoted(role)}.)")
     if touched:
         raise RoleRefused(
             "unscoped",
