@@ -15,13 +15,14 @@ import psycopg
 import pymysql
 import pytest
 
-from armarius.app import initialize
+from armarius.app import initialize, open_app
+from armarius.audit.keys import rotate_key_file
 from armarius.config import Settings, masked_database_url
 from armarius.store.schema import latest_version
 from tests.audit.tamper import append_forged, forged_event
 from tests.cli.test_cli import Cli
 from tests.conftest import PG_ADMIN_URL, PostgresDatabase, service_missing
-from tests.helpers import OwnerSQL
+from tests.helpers import OwnerSQL, make_team
 from tests.research.repos import Repo, build_repo, source_entry, write_config
 from tests.research.world import (
     PASSWORD_VARIABLE,
@@ -306,6 +307,25 @@ def test_a_tampered_audit_event(store: Settings) -> None:
     assert problem["detail"].startswith("1 finding; the first, in chain 0 at event ")
     assert f"--data-dir {store.data_dir} audit verify` lists every finding" in problem["fix"]
     assert state(store) == before
+
+
+def test_events_signed_by_a_key_the_key_file_lacks_name_the_key_file_first(store: Settings) -> None:
+    """The key file put back from a copy older than a rotation: the database is not the culprit, and the fix said
+    only to restore the database from a backup."""
+    older = store.audit_key_path.read_bytes()
+    rotate_key_file(store.audit_key_path)
+    application = open_app(store)
+    try:
+        make_team(application, workspace="rotated")  # events signed by the new key
+    finally:
+        application.close()
+    store.audit_key_path.write_bytes(older)
+    code, report = doctor(store)
+    assert code == 1
+    problem = problems(report)["audit log"]
+    assert "which is not in the audit keyring" in problem["detail"]
+    assert f"If {store.audit_key_path} (or ARMARIUS_AUDIT_KEY) was replaced by an older or another copy, put the " \
+           "current one back first" in problem["fix"]
 
 
 def test_a_broken_settings_file_is_named_not_a_traceback(tmp_path: Path) -> None:

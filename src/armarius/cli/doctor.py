@@ -26,6 +26,7 @@ from urllib.parse import quote
 import click
 import psycopg
 
+from armarius.audit.chain import BAD_MAC
 from armarius.audit.keys import ENV_VARIABLE
 from armarius.audit.setup import open_keyed
 from armarius.audit.verify import verify_log
@@ -358,9 +359,14 @@ def _audit(cli: CliContext, settings: Settings, database: Database) -> Check:
         return Check("audit log", True,
                      f"{counted(report.events_checked, 'event')} in {counted(report.chains, 'chain')} verify")
     first = report.problems[0]
+    restore = ("Keep a copy of the database as evidence and restore it from a backup older than the first finding.")
+    if any(problem.kind == BAD_MAC for problem in report.problems):
+        # The key file may be the culprit, not the database: an older copy, or another server's key.
+        restore = (f"If {settings.audit_key_path} (or {ENV_VARIABLE}) was replaced by an older or another copy, put "
+                   "the current one back first: it holds every key that signed the log (a rotation keeps the "
+                   f"retired ones). Otherwise: {restore[0].lower()}{restore[1:]}")
     return Check("audit log", False, f"{counted(len(report.problems), 'finding')}; the first, in chain "
                  f"{first.workspace_id}"
                  f"{f' at event {first.seq}' if first.seq else ''}: {first.problem}",
                  f"`{cli.command_line('audit', 'verify')}` lists every finding; docs/security.md#verification says "
-                 "what each means. Keep a copy of the database as evidence and restore it from a backup older than "
-                 "the first finding.")
+                 f"what each means. {restore}")
