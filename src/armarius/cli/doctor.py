@@ -194,10 +194,11 @@ def _open(cli: CliContext, settings: Settings) -> Database | Check:
         return open_database(settings.database_url, settings.sqlite_path)
     except StorageUnavailable:
         # Where libpq goes (settings refuse a URL it would read otherwise than written): its first host and port.
+        # Without a host libpq uses its default (a unix socket), and so does pg_isready without -h.
         info = psycopg.conninfo.conninfo_to_dict(settings.database_url)
-        host = str(info.get("host") or "localhost").split(",")[0]
+        host = str(info.get("host") or "").split(",")[0]
         port = str(info.get("port") or "").split(",")[0] or "5432"
-        probe = ["pg_isready", "-h", host, "-p", port]
+        probe = ["pg_isready", *(["-h", host] if host else []), "-p", port]
         return Check("database", False, f"{_where(settings)} cannot be reached or refused the login",
                      f"Start PostgreSQL or correct database.url (ARMARIUS_DATABASE_URL); `{shlex.join(probe)}` "
                      "says whether the server answers.")
