@@ -140,11 +140,12 @@ def temporary_files(path: Path, *, root: Path | None = None) -> list[str]:
 
 @contextlib.contextmanager
 def open_folder(root: Path, folder: Path, *, create: bool = False, durable: bool = True,
-                strict: bool = False) -> Iterator[int | None]:
+                strict: bool = False, mode: int = 0o777) -> Iterator[int | None]:
     """A descriptor of ``folder`` (below ``root``), reached one component at a time without following links,
-    until the block ends; None when it is missing or not a folder. ``create``: missing folders are made, each
-    made durable in its parent (unless not ``durable``: for files that are not forced to disk either); a link
-    where a folder belongs refuses (conflict), a file fails (FileExistsError), or refuses too when ``strict``."""
+    until the block ends; None when it is missing or not a folder. ``create``: missing folders are made (with
+    ``mode``, less the umask), each made durable in its parent (unless not ``durable``: for files that are not
+    forced to disk either); a link where a folder belongs refuses (conflict), a file fails (FileExistsError),
+    or refuses too when ``strict``."""
     parts = folder.relative_to(root).parts
     if any(part in ("", ".", "..") for part in parts):
         raise ValueError(f"{folder} is not a plain path below {root}")
@@ -159,7 +160,7 @@ def open_folder(root: Path, folder: Path, *, create: bool = False, durable: bool
         return
     try:
         for depth, part in enumerate(parts):
-            child = _open_child(descriptor, part, create=create, durable=durable)
+            child = _open_child(descriptor, part, create=create, durable=durable, mode=mode)
             if child is None:
                 if create:
                     _refuse_link(descriptor, part, Path(*parts[:depth + 1]), strict=strict)
@@ -174,7 +175,7 @@ def open_folder(root: Path, folder: Path, *, create: bool = False, durable: bool
             os.close(descriptor)
 
 
-def _open_child(parent: int, name: str, *, create: bool, durable: bool = True) -> int | None:
+def _open_child(parent: int, name: str, *, create: bool, durable: bool = True, mode: int = 0o777) -> int | None:
     """The folder ``name`` in ``parent``, not followed if a link; None when it is missing (and not to be made),
     a link or anything else."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -188,7 +189,7 @@ def _open_child(parent: int, name: str, *, create: bool, durable: bool = True) -
             return None
         raise
     with contextlib.suppress(FileExistsError):  # made by another writer just now
-        os.mkdir(name, dir_fd=parent)
+        os.mkdir(name, mode, dir_fd=parent)
     if durable:
         os.fsync(parent)
     try:

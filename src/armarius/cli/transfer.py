@@ -104,16 +104,19 @@ def _import_text(report: dict[str, Any], workspace: str) -> str:
 @click.option("--workspace", required=True, help="The workspace to export.")
 @click.option("--verify", is_flag=True,
               help="Afterwards, import the export into a scratch store and compare it with what was exported.")
+@click.option("--overwrite", is_flag=True, help="Replace OUTPUT.jsonl when that file exists (a folder is never "
+                                                "written over: name a new or empty one).")
 @pass_cli
-def export(cli: CliContext, output: Path, workspace: str, verify: bool) -> None:
+def export(cli: CliContext, output: Path, workspace: str, verify: bool, overwrite: bool) -> None:
     """Write a workspace to OUTPUT: a .jsonl file (everything: history, drafts, sessions, evidence, repairs,
-    the audit chain; no secrets), or a folder of Markdown files otherwise."""
+    the audit chain; no secrets), or a folder of Markdown files otherwise. An existing file is refused unless
+    --overwrite is given."""
     as_jsonl = output.suffix == ".jsonl"
     with cli.app() as app:
         space = app.directory.workspace(workspace)
         version = latest_version(app.database.dialect)
         if as_jsonl:
-            counts = write_jsonl(app.database, space, output, schema_version=version)
+            counts = write_jsonl(app.database, space, output, schema_version=version, overwrite=overwrite)
             written: list[dict[str, Any]] = []
         else:
             counts, written = write_folder(app.database, space, output, schema_version=version)

@@ -20,18 +20,19 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from armarius.audit.chain import GENESIS_HASH, link_problem
 from armarius.auth.directory import NAME_PATTERN
 from armarius.auth.model import Workspace
-from armarius.errors import InvalidInput
+from armarius.errors import Conflict, InvalidInput, echo
 from armarius.evidence.model import UnitFile, render
-from armarius.files import write_atomically
+from armarius.files import open_folder, write_atomically
 from armarius.memory.model import PastRevision, check_slug, parse_links
 from armarius.store import Database, Tx, utc_now
 from armarius.transfer.markdown import MANIFEST, render_note
@@ -109,8 +110,11 @@ def _rows(tx: Tx, table: str) -> Iterator[dict[str, Any]]:
         yield {key: value for key, value in row.items() if key not in left_out}
 
 
-def write_jsonl(database: Database, workspace: Workspace, path: Path, *, schema_version: int) -> dict[str, int]:
-    """Write the export file (atomically); the count of rows per table."""
+def write_jsonl(database: Database, workspace: Workspace, path: Path, *, schema_version: int,
+                overwrite: bool = False) -> dict[str, int]:
+    """Write the export file (atomically); the count of rows per table. An existing file is replaced only when
+    ``overwrite`` says so, and only a regular file: a folder, a link or anything else is refused."""
+    _check_output_file(path, overwrite=overwrite)
     header = {"type": FORMAT, "version": FORMAT_VERSION, "workspace": workspace.name, "exported_at": utc_now(),
               "schema_version": schema_version}
     lines, counts, sha = [_line(header)], {}, hashlib.sha256()
@@ -123,8 +127,42 @@ def write_jsonl(database: Database, workspace: Workspace, path: Path, *, schema_
     for line in lines:
         sha.update(line)
     lines.append(_line({"type": "end", "counts": counts, "sha256": sha.hexdigest()}))
-    write_atomically(path, b"".join(lines), mode=0o600)
+    try:
+        write_atomically(path, b"".join(lines), mode=0o600)
+    except OSError as error:
+        raise _unwritable(path, error) from error
     return counts
+
+
+def _check_output_file(path: Path, *, overwrite: bool) -> None:
+    """Refuse an output file that is there already (unless ``overwrite``) or is not a regular file."""
+    try:
+        found = path.lstat()
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise _unwritable(path, error) from error
+    if stat.S_ISDIR(found.st_mode):
+        raise InvalidInput(f"{_named(path)} is a folder; name a new file ending in .jsonl for the JSONL export (a "
+                           "folder is written by the Markdown export, whose name does not end in .jsonl).",
+                           field="output")
+    if not stat.S_ISREG(found.st_mode):
+        raise InvalidInput(f"{_named(path)} exists and is not a regular file (a symbolic link, a FIFO or a device); "
+                           "name a new file for the export.", field="output")
+    if not overwrite:
+        raise InvalidInput(f"{_named(path)} exists; an export does not replace a file unless told to. Name a new file, "
+                           "or pass --overwrite to replace it.", field="output")
+
+
+def _named(path: Path) -> str:
+    """An output path as a message shows it: escaped (it is the operator's, but may hold anything), cut after
+    1024 characters (not after echo's usual 80: the end of a path names the file)."""
+    return echo(path, 1024)
+
+
+def _unwritable(path: Path, error: OSError) -> InvalidInput:
+    return InvalidInput(f"The export cannot be written to {_named(path)} ({error.strerror or error}); name a place "
+                        "you can write to.", field="output")
 
 
 def write_folder(database: Database, workspace: Workspace, folder: Path, *, schema_version: int
@@ -132,26 +170,41 @@ def write_folder(database: Database, workspace: Workspace, folder: Path, *, sche
     """Write the export folder (it must be new or empty); the count of files of each kind and the entries
     written (their rows)."""
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise InvalidInput(f"{folder} exists and is not an empty folder; name a new folder for the export.",
+        raise InvalidInput(f"{_named(folder)} exists and is not an empty folder; name a new folder for the export.",
                            field="output")
-    counts = {"entries": 0, "drafts": 0, "evidence": 0}
     with database.transaction(workspace_id=workspace.id, snapshot=True) as tx:
         entries = list(_rows(tx, "entries"))
         proposals, drafts = list(_rows(tx, "draft_proposals")), list(_rows(tx, "drafts"))
         units = {row["id"]: row for row in _rows(tx, "evidence_units")}
         latest = {row["unit_id"]: row for row in _rows(tx, "evidence_revisions")}
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        counts = _write_files(folder, entries, proposals, drafts, units, latest)
+        manifest = {"type": FORMAT, "version": FORMAT_VERSION, "workspace": workspace.name, "exported_at": utc_now(),
+                    "schema_version": schema_version, "counts": counts}
+        _write(folder, Path(MANIFEST), json.dumps(manifest, ensure_ascii=False, indent=2) + "\n")
+    except OSError as error:
+        raise _unwritable(folder, error) from error
+    return counts, entries
+
+
+def _write_files(folder: Path, entries: list[dict[str, Any]], proposals: list[dict[str, Any]],
+                 drafts: list[dict[str, Any]], units: dict[Any, dict[str, Any]], latest: dict[Any, dict[str, Any]]
+                 ) -> dict[str, int]:
+    """The entries', drafts' and units' files of an export folder; the count of each kind."""
+    counts = {"entries": 0, "drafts": 0, "evidence": 0}
     for entry in entries:
         meta = {"slug": entry["slug"], "title": entry["title"], "tags": json.loads(entry["tags"]),
                 "revision": entry["revision"], "curated_revision": entry["curated_revision"],
                 "curated_by": entry["curated_by"], "needs_review": bool(entry["needs_review"]),
                 "updated_at": _plain_text(entry["updated_at"]), "updated_by": entry["updated_by"]}
-        _write(folder / "entries" / f"{entry['slug']}.md", render_note(meta, entry["body"]))
+        _write(folder, Path("entries", f"{entry['slug']}.md"), render_note(meta, entry["body"]))
         counts["entries"] += 1
     for kind, rows in (("proposal", proposals), ("draft", drafts)):
         for row in rows:
             meta = {"kind": kind, **{key: _plain_text(value) for key, value in row.items()
                                      if key not in ("text", "workspace_id", "collection_public_key")}}
-            _write(folder / "drafts" / f"{kind}-{row['id']}-{row['slug'].replace('/', '--')}.md",
+            _write(folder, Path("drafts", f"{kind}-{row['id']}-{row['slug'].replace('/', '--')}.md"),
                    render_note(meta, row["text"]))
             counts["drafts"] += 1
     for unit_id, unit in units.items():
@@ -159,22 +212,33 @@ def write_folder(database: Database, workspace: Workspace, folder: Path, *, sche
         content = render(UnitFile(name=unit["name"], title=revision["title"], revision=revision["revision"],
                                   provenance=tuple(json.loads(revision["provenance"])),
                                   lineage=tuple(json.loads(revision["lineage"])), body=revision["body"]))
-        _write(folder / "evidence" / f"{unit['name']}.md", content.decode("utf-8"))
+        _write(folder, Path("evidence", f"{unit['name']}.md"), content.decode("utf-8"))
         counts["evidence"] += 1
-    manifest = {"type": FORMAT, "version": FORMAT_VERSION, "workspace": workspace.name, "exported_at": utc_now(),
-                "schema_version": schema_version, "counts": counts}
-    _write(folder / MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=2) + "\n")
-    return counts, entries
+    return counts
 
 
 def _plain_text(value: Any) -> Any:
     return _plain(value) if isinstance(value, (datetime, date)) else value
 
 
-def _write(path: Path, text: str) -> None:
-    """A new file readable only by its owner from the first byte (an export holds the workspace's knowledge)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as handle:
+def _write(root: Path, relative: Path, text: str) -> None:
+    """A new file ``relative`` below the export folder ``root``, readable only by its owner from the first byte
+    (an export holds the workspace's knowledge), as are the folders made for it. Each folder on the way is
+    entered and the file made without following a symbolic link, and never over anything there: a link, file
+    or folder put into the export folder while the export runs is refused, never written through."""
+    try:
+        with open_folder(root, root / relative.parent, create=True, durable=False, strict=True,
+                         mode=0o700) as folder:
+            assert folder is not None  # made when missing
+            descriptor = os.open(relative.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                 0o600, dir_fd=folder)
+    except (Conflict, FileExistsError) as error:
+        found = error.details.get("path", relative.as_posix()) if isinstance(error, Conflict) else relative.as_posix()
+        raise Conflict(f"{echo(found)} was put into the export folder {_named(root)} while the export "
+                       "ran (a symbolic link, a file or a folder that the export did not make): something else writes "
+                       "there. Nothing is written through it, and the export stopped part way; export again into a "
+                       "new folder that only you can write to.", path=found) from error
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
         handle.write(text)
 
 
@@ -184,16 +248,35 @@ def _write(path: Path, text: str) -> None:
 def read_records(path: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
     """The header and the rows per table of an export file, checked whole: a cut, edited or foreign file
     is refused naming its line, before anything is imported."""
-    lines = path.read_bytes().split(b"\n")
+    records = _read_records(path.read_bytes(), shown_name(path.name))
+    return records.header, records.tables
+
+
+class _Records(NamedTuple):
+    """An export file read: its header, its rows per table, and the line each row is on."""
+
+    header: dict[str, Any]
+    tables: dict[str, list[dict[str, Any]]]
+    lines: dict[str, list[int]]
+
+
+def _read_records(data: bytes, name: str) -> _Records:
+    """The records of the export file ``name`` (shown as it may be shown) holding ``data``."""
+    lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
     problems, sha = Problems(), hashlib.sha256()
     header: dict[str, Any] = {}
     tables: dict[str, list[dict[str, Any]]] = {table: [] for table in TABLES}
+    numbers: dict[str, list[int]] = {table: [] for table in TABLES}
     end: dict[str, Any] | None = None
     for number, raw in enumerate(lines, 1):
-        where = f"{path.name} line {number}"
+        where = f"{name} line {number}"
         record = _record(raw)
+        if record is None:
+            problems.add(where, "JSON nested too deeply to read (a row of an export nests a few levels): the file "
+                                "was edited")
+            break
         if number == 1:
             if record.get("type") != FORMAT or record.get("version") != FORMAT_VERSION:
                 problems.add(where, f"not an Armarius export (format {FORMAT} version {FORMAT_VERSION})")
@@ -207,22 +290,26 @@ def read_records(path: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, A
             continue
         elif record.get("table") in TABLES and isinstance(record.get("row"), dict):
             tables[record["table"]].append(record["row"])
+            numbers[record["table"]].append(number)
         else:
             problems.add(where, "neither a row of an exported table nor the end line: the file was cut or edited")
             break
         sha.update(raw + b"\n")
     if not problems.found:
-        _check_end(end, sha.hexdigest(), tables, f"{path.name} line {len(lines)}", problems)
-    problems.raise_if_any(path.name)
-    return header, tables
+        _check_end(end, sha.hexdigest(), tables, f"{name} line {len(lines)}", problems)
+    problems.raise_if_any(name)
+    return _Records(header, tables, numbers)
 
 
-def _record(raw: bytes) -> dict[str, Any]:
-    """The line's object; an empty one when the line is not a JSON object."""
+def _record(raw: bytes) -> dict[str, Any] | None:
+    """The line's object; an empty one when the line is not a JSON object; None when it nests too deeply for
+    Python's parser (which would otherwise end the import with an internal error)."""
     try:
         record = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError):
         return {}
+    except RecursionError:
+        return None
     return record if isinstance(record, dict) else {}
 
 
@@ -252,20 +339,22 @@ def chain_problems(tables: dict[str, list[dict[str, Any]]]) -> list[str]:
 def read_export(path: Path, *, prefix: str = "") -> Plan:
     """An export's entries with every revision, as notes to import: every field of the rows read checked
     for its type (and timestamps for the store's form), every problem named, before anything is imported."""
-    header, tables = read_records(path)
+    data, name = path.read_bytes(), shown_name(path.name)
+    header, tables, lines = _read_records(data, name)
     problems = Problems()
-    plan = Plan(kind="armarius", source=shown_name(path.name), digest=digest_of(path.read_bytes()))
+    plan = Plan(kind="armarius", source=name, digest=digest_of(data))
     workspace = header.get("workspace")
     if not isinstance(workspace, str) or not NAME_PATTERN.fullmatch(workspace):
-        problems.add(f"{path.name} line 1", "the header's workspace is not a workspace name (1-64 lowercase letters, "
-                                            "digits, '.', '_' or '-')")
+        problems.add(f"{name} line 1", "the header's workspace is not a workspace name (1-64 lowercase letters, "
+                                       "digits, '.', '_' or '-')")
     else:
-        plan.source = f"{shown_name(path.name)} (workspace {workspace})"
+        plan.source = f"{name} (workspace {workspace})"
+    _refuse_repeated(tables["entries"], lines["entries"], name, problems)
     history: dict[int, list[PastRevision]] = {}
     numbers: dict[int, list[int]] = {}
     broken = set()  # entries with a revision named as a problem already
     for index, row in enumerate(tables["entry_revisions"], 1):
-        fields = _fields(row, _REVISION_FIELDS, f"{path.name} entry_revisions row {index}", problems)
+        fields = _fields(row, _REVISION_FIELDS, f"{name} entry_revisions row {index}", problems)
         if fields is None:
             broken.add(_count(row.get("entry_id")))
             continue
@@ -275,17 +364,18 @@ def read_export(path: Path, *, prefix: str = "") -> Plan:
             author=fields["author"], created_at=fields["created_at"], overrode_curated=fields["overrode_curated"]))
     exported = {row["slug"] for row in tables["entries"] if isinstance(row.get("slug"), str)}
     for index, row in enumerate(tables["entries"], 1):
-        fields = _fields(row, _ENTRY_FIELDS, f"{path.name} entries row {index}", problems)
+        fields = _fields(row, _ENTRY_FIELDS, f"{name} entries row {index}", problems)
         if fields is None or fields["id"] in broken:
             continue
-        where = f"{path.name} entry {fields['slug']!r}"
+        where = f"{name} entry {fields['slug']!r}"
         revisions = tuple(history.get(fields["id"], ()))
         try:
             slug = check_slug(prefix + fields["slug"])
         except InvalidInput as error:
             problems.add(where, error.message)
             continue
-        if numbers.get(fields["id"], []) != list(range(1, fields["revision"] + 1)):
+        found = numbers.get(fields["id"], [])  # as many as the file has rows: compared once their count matches
+        if len(found) != fields["revision"] or found != list(range(1, len(found) + 1)):
             problems.add(where, f"{len(revisions)} revisions exported for revision {fields['revision']} (they are "
                                 "numbered 1, 2, … up to the entry's revision)")
             continue
@@ -299,10 +389,30 @@ def read_export(path: Path, *, prefix: str = "") -> Plan:
         plan.notes.append(Note(slug=slug, title=fields["title"], body=fields["body"], tags=fields["tags"],
                                origin=where, history=revisions,
                                curated_in_source=curated is not None and curated == fields["revision"]))
-    problems.raise_if_any(path.name)
+    problems.raise_if_any(name)
     return plan
 
 
+def _refuse_repeated(entries: list[dict[str, Any]], lines: list[int], name: str, problems: Problems) -> None:
+    """Each entry once: an export written by Armarius never holds two rows with the same id or slug (an
+    importer would take the second for a new revision of the first)."""
+    for key, read in (("id", _count), ("slug", _text)):
+        first: dict[Any, int] = {}
+        for row, line in zip(entries, lines, strict=True):
+            value = read(row.get(key))
+            if value is _WRONG:
+                continue  # named by the row's own check
+            if value in first:
+                shown = echo(value) if isinstance(value, str) else value
+                problems.add(f"{name} line {line}", f"the entry's {key} {shown} again, already the {key} of the "
+                                                    f"entry on line {first[value]}: an export holds each entry once")
+            else:
+                first[value] = line
+
+
+#: The highest revision number an import takes: the store keeps revision numbers as 32-bit integers (PostgreSQL's
+#: integer).
+REVISION_MAX = 2**31 - 1
 _MOMENT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
 #: What a field's reader answers for a value of the wrong type or form.
 _WRONG = object()
@@ -310,6 +420,11 @@ _WRONG = object()
 
 def _count(value: Any) -> Any:
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT64_MAX else _WRONG
+
+
+def _revision(value: Any) -> Any:
+    """A revision number as the store keeps them: 1 up to REVISION_MAX."""
+    return value if _count(value) is not _WRONG and 1 <= value <= REVISION_MAX else _WRONG
 
 
 def _text(value: Any) -> Any:
@@ -349,14 +464,15 @@ def _tags(value: Any) -> Any:
     return tuple(tags) if isinstance(tags, list) and all(isinstance(tag, str) for tag in tags) else _WRONG
 
 
+_REVISION = f"a whole number from 1 to {REVISION_MAX}"
 #: The fields of a row that an import reads: each with what it must be, and its reader.
 _ENTRY_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "id": ("a whole number", _count), "slug": ("text", _text), "title": ("text", _text), "body": ("text", _text),
-    "tags": ("the JSON text of a list of texts", _tags), "revision": ("a whole number", _count),
+    "tags": ("the JSON text of a list of texts", _tags), "revision": (_REVISION, _revision),
     "curated_revision": ("a whole number or null", _optional(_count)),
 }
 _REVISION_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "entry_id": ("a whole number", _count), "revision": ("a whole number", _count), "title": ("text", _text),
+    "entry_id": ("a whole number", _count), "revision": (_REVISION, _revision), "title": ("text", _text),
     "body": ("text", _text), "tags": ("the JSON text of a list of texts", _tags),
     "reason": ("text or null", _optional(_text)), "author": ("text", _text),
     "created_at": ("a time in the store's form (ISO 8601 UTC: '2024-05-01T09:30:00.000000Z')", _moment),

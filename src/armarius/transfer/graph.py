@@ -40,10 +40,10 @@ class _Entity:
 
 
 def read_graph(path: Path, *, prefix: str = "") -> Plan:
-    data = path.read_bytes()
-    plan, problems = Plan(kind="graph", source=shown_name(path.name), digest=digest_of(data)), Problems()
-    entities, relations = _parse(data, path.name, plan, problems)
-    problems.raise_if_any(path.name)
+    data, name = path.read_bytes(), shown_name(path.name)
+    plan, problems = Plan(kind="graph", source=name, digest=digest_of(data)), Problems()
+    entities, relations = _parse(data, name, plan, problems)
+    problems.raise_if_any(name)
     book = SlugBook(prefix)
     slugs = {name: book.assign(slugify(name)) for name in entities}
     for where, relation in relations:
@@ -110,6 +110,9 @@ def _record(raw: bytes, where: str, problems: Problems) -> dict[str, Any] | None
         return None
     except json.JSONDecodeError as error:
         problems.add(where, f"not a complete JSON object ({error.msg} at column {error.colno})")
+        return None
+    except RecursionError:  # Python's parser gives up on lists or objects nested a thousand deep
+        problems.add(where, "JSON nested too deeply to read (a record of the graph nests two levels)")
         return None
     if not isinstance(record, dict):
         problems.add(where, "not a JSON object")

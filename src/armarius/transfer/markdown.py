@@ -22,7 +22,8 @@ from typing import Any
 
 import yaml
 
-from armarius.errors import InvalidInput
+from armarius.errors import InvalidInput, echo
+from armarius.files import open_folder, read_regular
 from armarius.memory.model import SLUG_PATTERN
 from armarius.transfer.model import (
     Note,
@@ -64,18 +65,13 @@ def read_folder(root: Path, *, prefix: str = "") -> Plan:
         files, links = [], ["entries"]
     else:
         files = _files(folder, problems, links)
-    too_large = [path for path in files if path.stat().st_size > FILE_MAX_BYTES]
-    if too_large:
-        raise InvalidInput(f"{too_large[0].relative_to(folder)} is larger than {FILE_MAX_BYTES} bytes, far more than "
-                           "an entry holds; nothing was imported.", field="source")
-    contents = [path.read_bytes() for path in files]
+    contents = _contents(root, folder, files, problems)
     source = shown_name(root.name or str(root))
-    notes = [note for path, content in zip(files, contents, strict=True)
+    notes = [note for path, content in contents
              if (note := _read_note(path.relative_to(folder).as_posix(), content, problems)) is not None]
     problems.raise_if_any(source)
     plan = Plan(kind="markdown", source=source, digest=digest_of(
-        *(part for path, content in zip(files, contents, strict=True)
-          for part in (path.relative_to(folder).as_posix().encode(), content))))
+        *(part for path, content in contents for part in (path.relative_to(folder).as_posix().encode(), content))))
     plan.notices += [f"{link}: a symbolic link, not followed (left out)" for link in links]
 
     book, slugs = SlugBook(prefix), {}
@@ -101,7 +97,36 @@ def read_folder(root: Path, *, prefix: str = "") -> Plan:
     return plan
 
 
-def _read_note(where: str, content: bytes, problems: Problems) -> _Read | None:
+def _contents(root: Path, folder: Path, files: list[Path], problems: Problems) -> list[tuple[Path, bytes]]:
+    """Each note file with its bytes; a file that is no longer a regular file when it is read is a problem."""
+    contents = []
+    for path in files:
+        content = _content(root, folder, path)
+        if content is None:
+            problems.add(shown_name(path.relative_to(folder).as_posix()),
+                         "a symbolic link or not a regular file when it was read (it was replaced after the folder "
+                         "was listed): links are never followed; see who changes the folder, then import again")
+        else:
+            contents.append((path, content))
+    return contents
+
+
+def _content(root: Path, folder: Path, path: Path) -> bytes | None:
+    """The bytes of the note file ``path`` (below ``folder``, itself ``root`` or below it), read without
+    following a link at any component below ``root`` and without waiting on a FIFO; None when it is no longer a
+    regular file (a link or a FIFO put in its place since the folder was listed). A file over FILE_MAX_BYTES is
+    refused before more of it is read."""
+    with open_folder(root, path.parent) as descriptor:
+        found = None if descriptor is None else read_regular(descriptor, path.name, limit=FILE_MAX_BYTES + 1)
+    if found is not None and max(found.size, len(found.content)) > FILE_MAX_BYTES:
+        raise InvalidInput(f"{echo(shown_name(path.relative_to(folder).as_posix()))} is larger than {FILE_MAX_BYTES} "
+                           "bytes, far more than an entry holds; nothing was imported.", field="source")
+    return None if found is None else found.content
+
+
+def _read_note(relative: str, content: bytes, problems: Problems) -> _Read | None:
+    """The note at the path ``relative`` (below the folder read) holding ``content``; None after naming a problem."""
+    where = shown_name(relative)
     try:
         text = content.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
@@ -120,7 +145,7 @@ def _read_note(where: str, content: bytes, problems: Problems) -> _Read | None:
     if wrong:
         problems.add(f"{where} line 2", f"front matter: {'; '.join(wrong)}")
         return None
-    return _Read(where, where.removesuffix(".md"), meta, body)
+    return _Read(where, relative.removesuffix(".md"), meta, body)
 
 
 def _files(folder: Path, problems: Problems, links: list[str]) -> list[Path]:

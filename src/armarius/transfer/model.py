@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from armarius.auth.directory import NAME_PATTERN
-from armarius.errors import InvalidInput
+from armarius.errors import InvalidInput, echo
 from armarius.memory.model import SLUG_MAX, TAG_PATTERN, TAGS_MAX, TITLE_MAX, PastRevision, invisible_in_title
 from armarius.validation import check_storable
 
@@ -72,7 +72,7 @@ class Problems:
         shown = self.found[:PROBLEMS_SHOWN]
         more = len(self.found) - len(shown)
         raise InvalidInput(
-            f"{len(self.found)} problem{'s' if len(self.found) != 1 else ''} in {source}; nothing was imported. "
+            f"{len(self.found)} problem{'s' if len(self.found) != 1 else ''} in {echo(source)}; nothing was imported. "
             + "; ".join(shown) + (f"; and {more} more" if more else ""),
             field="source", problems=self.found,
         )
@@ -89,8 +89,12 @@ def check_author(author: Any) -> str:
 
 
 def shown_name(name: str) -> str:
-    """A file name as text that can be stored and shown: bytes that are not UTF-8 as '\\xe9'."""
-    return os.fsencode(name).decode("utf-8", "backslashreplace")
+    """A file name as text that can be stored and shown: bytes that are not UTF-8 as '\\xe9', and every
+    character that is not printable (controls, line breaks, bidirectional and other format characters)
+    escaped as :func:`~armarius.errors.echo` escapes it ('\\x1b', '\\u202e'), so that a name never moves a
+    terminal's cursor or turns the text around it in a message, an answer or a revision's reason."""
+    text = os.fsencode(name).decode("utf-8", "backslashreplace")
+    return "".join(character if character.isprintable() else repr(character)[1:-1] for character in text)
 
 
 def digest_of(*chunks: bytes) -> str:

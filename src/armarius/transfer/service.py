@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from armarius.audit import chain as audit
@@ -53,12 +53,12 @@ class ImportService:
     def run(self, actor: Actor, plan: Plan, *, dry_run: bool = False, skip_curated: bool = False,
             progress: Callable[[int], None] | None = None) -> dict[str, Any]:
         actor.require_human(Permission.MEMORY_WRITE)
-        self._check(plan)
+        notes = self._check(plan)
         outcomes: dict[str, list[str]] = {"created": [], "updated": [], "unchanged": [], "curated_kept": []}
         operation = "op_" + uuid.uuid4().hex
         try:
             with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
-                for note in plan.notes:
+                for note in notes:
                     outcome = self.memory.write_imported(tx, actor, slug=note.slug, title=note.title, body=note.body,
                                                          tags=note.tags, history=note.history, origin=note.origin,
                                                          operation=operation)
@@ -90,27 +90,32 @@ class ImportService:
             "curated_in_source": [note.slug for note in plan.notes if note.curated_in_source][:LISTED],
         }
 
-    def _check(self, plan: Plan) -> None:
-        """Every note's content as remember would check it, before anything is written."""
-        problems = Problems()
+    def _check(self, plan: Plan) -> list[Note]:
+        """Every note's content checked as remember would check it, before anything is written; the notes as
+        remember would store them (titles and reasons trimmed, a blank reason none, tags sorted once each)."""
+        problems, checked = Problems(), []
         for note in plan.notes:
             try:
                 check_slug(note.slug)
-                revisions: tuple[Note | PastRevision, ...] = (*note.history, note)
-                for revision in revisions:
-                    check_title(revision.title)
-                    check_body(revision.body, self.limits)
-                    check_tags(list(revision.tags))
-                    if isinstance(revision, PastRevision):
-                        check_reason(revision.reason)
-                        check_author(revision.author)
+                history = tuple(self._stored(past) for past in note.history)
+                current = replace(note, title=check_title(note.title), body=check_body(note.body, self.limits),
+                                  tags=check_tags(list(note.tags)), history=history)
             except ArmariusError as error:
                 problems.add(note.origin, error.message)
                 continue
-            if note.history and _content(note.history[-1]) != _content(note):
+            if history and _content(history[-1]) != _content(current):
                 problems.add(note.origin, "its title, body and tags differ from its last revision's: the history "
                                           "does not lead to the entry")
+                continue
+            checked.append(current)
         problems.raise_if_any(plan.source)
+        return checked
+
+    def _stored(self, past: PastRevision) -> PastRevision:
+        """A revision of the imported history as remember would have stored it."""
+        return replace(past, title=check_title(past.title), body=check_body(past.body, self.limits),
+                       tags=check_tags(list(past.tags)), reason=check_reason(past.reason),
+                       author=check_author(past.author))
 
 
 def _content(note: Note | PastRevision) -> tuple[str, str, tuple[str, ...]]:
