@@ -269,6 +269,30 @@ def test_a_blob_the_clone_never_fetched_is_no_evidence_of_absence(tmp_path: Path
     assert refused.value.code == "research_unavailable"
 
 
+@pytest.mark.parametrize("query", [
+    {"kind": "source.read", "path": "src/app.py", "start_line": 1, "end_line": 2},
+    {"kind": "source.files", "substring": "app"},  # hashes the blobs it lists
+], ids=["read", "files"])
+def test_a_partial_clone_never_fetches_nor_runs_what_its_configuration_names(tmp_path: Path,
+                                                                              query: dict[str, Any]) -> None:
+    """A partial clone's git fetched a missing blob from its promisor remote as Armarius read it: it wrote into
+    the repository, and ran what the repository's configuration names for fetching (here remote.origin.uploadpack,
+    as well core.sshCommand or a credential helper). Its transports are now off: the query is research_unavailable
+    and nothing ran."""
+    origin = build_attributes_repo(tmp_path / "origin")
+    origin.git("config", "uploadpack.allowFilter", "true")
+    git(tmp_path, "clone", "-q", "--bare", "--filter=blob:none", f"file://{origin.path}", "partial")
+    marker = tmp_path / "ran"
+    git(tmp_path / "partial", "config", "remote.origin.uploadpack", f"touch {marker}; git-upload-pack")
+    objects_before = git(tmp_path / "partial", "count-objects", "-v")
+    service = ResearchService(open_config(tmp_path, Repo(tmp_path / "partial", origin.pin)))
+    with pytest.raises(ArmariusError) as refused:
+        service.query(dict(query))
+    assert refused.value.code == "research_unavailable"
+    assert not marker.exists()
+    assert git(tmp_path / "partial", "count-objects", "-v") == objects_before
+
+
 def test_a_search_folder_made_again_lets_go_of_the_last_one(tmp_path: Path) -> None:
     """Every time the search folder is made again (a cleaner of the temporary folder removed it), the lock of
     the last one is let go: no file descriptor is left open."""

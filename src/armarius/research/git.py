@@ -52,14 +52,22 @@ _CLEAN_ENVIRONMENT = {
     "GIT_NO_REPLACE_OBJECTS": "1",
     "GIT_OPTIONAL_LOCKS": "0",
     "GIT_ATTR_NOSYSTEM": "1",
+    # A partial clone's missing objects are never fetched from its promisor remote (git 2.44 and later; older
+    # ones are held back by protocol.allow=never below).
+    "GIT_NO_LAZY_FETCH": "1",
     "HOME": os.devnull,
     "LC_ALL": "C",
 }
-#: Repository settings that could change what a command prints; pinned on every call.
+#: Repository settings that could change what a command prints, or make git reach out; pinned on every call.
+#: ``protocol.allow=never`` refuses every transport: a partial clone's git would otherwise fetch a missing
+#: object from its promisor remote as it reads it, writing into the repository and running what the
+#: repository's configuration names for fetching (``remote.*.uploadpack``, ``core.sshCommand``, a credential
+#: helper); a query that needs such an object is research_unavailable instead.
 _PINNED_CONFIG = (
     "-c", "core.quotePath=false", "-c", "core.fsmonitor=false", "-c", "grep.lineNumber=false",
     "-c", "grep.patternType=fixed", "-c", "grep.fullName=false", "-c", "grep.column=false",
     "-c", "grep.fallbackToNoIndex=false", "-c", "color.ui=false", "-c", "core.attributesFile=" + os.devnull,
+    "-c", "protocol.allow=never",
 )
 #: Bytes read from git at a time (and the pipe size asked for, so git blocks less often).
 _CHUNK = 1 << 20
