@@ -36,7 +36,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from armarius.errors import ResearchUnavailable
+from armarius.errors import ResearchUnavailable, echo
 from armarius.research.paths import shown_path
 
 logger = logging.getLogger("armarius.research")
@@ -601,7 +601,27 @@ def _batch_digests(chunks: Iterator[bytes], blobs: Sequence[str]) -> dict[str, s
 
 @lru_cache(maxsize=64)
 def _cached_tree(repository: GitRepository, commit: str) -> tuple[TreeEntry, ...]:
-    return repository._list_tree(commit)
+    entries = repository._list_tree(commit)
+    _refuse_malformed(entries)
+    return entries
+
+
+def _refuse_malformed(entries: Sequence[TreeEntry]) -> None:
+    """Refuse a tree that git's own checks (``git fsck``) refuse and a crafted repository can still hold: two
+    entries of one name (a hit would be credited to the other's blob, and one of them could never be read), or
+    a name that is empty, '.', '..' or '.git' (listed, it could never be given back to source.read). No answer
+    from such a tree could be trusted, so the source is unavailable until another commit is pinned."""
+    seen: set[str] = set()
+    for entry in entries:
+        duplicate = entry.path in seen
+        if duplicate or any(segment in ("", ".", "..") or segment.lower() == ".git"
+                            for segment in entry.path.split("/")):
+            what = f"{'two entries' if duplicate else 'an entry'} named {echo(shown_path(entry.path))}"
+            logger.warning("the pinned tree holds %s, which git fsck refuses: the source's queries are refused", what)
+            raise ResearchUnavailable(f"The pinned commit's tree is malformed ({what}, which git's own checks refuse): "
+                                      "no answer from it could be trusted, so its queries are refused. The operator "
+                                      "must pin a commit whose tree `git fsck` accepts.")
+        seen.add(entry.path)
 
 
 @lru_cache(maxsize=64)
