@@ -60,16 +60,17 @@ def write_atomically(path: Path, content: bytes, *, mode: int | None = None, roo
     _sync_folder(folder)
 
 
-def read_bytes(path: Path, *, root: Path | None = None) -> bytes | None:
-    """The file's bytes; None when there is no file. ``root``: ``path`` is below it and reached without
-    following links; a link (at any component) or anything but a regular file is no file."""
+def read_bytes(path: Path, *, root: Path | None = None, limit: int | None = None) -> bytes | None:
+    """The file's bytes (at most ``limit`` of them); None when there is no file. ``root``: ``path`` is below it
+    and reached without following links; a link (at any component) or anything but a regular file is no file."""
     if root is None:
         try:
-            return path.read_bytes()
+            with path.open("rb") as handle:
+                return handle.read(-1 if limit is None else limit)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
     with open_folder(root, path.parent) as folder:
-        found = None if folder is None else read_regular(folder, path.name)
+        found = None if folder is None else read_regular(folder, path.name, limit=limit)
         return None if found is None else found.content
 
 

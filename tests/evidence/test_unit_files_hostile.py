@@ -6,10 +6,12 @@ deeper than the JSON parser goes is an invalid file, not an internal error."""
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 from armarius.errors import Conflict, InvalidInput
 from armarius.evidence.model import fingerprint
+from armarius.evidence.service import UNIT_FILE_READ_MAX
 from tests.evidence.conftest import Lab, changes_nothing
 
 NAME = "deploy/staging-host"
@@ -91,3 +93,21 @@ def test_a_unit_file_nested_deeper_than_the_parser_goes_is_an_invalid_file(lab: 
         lab.app.evidence.edit(lab.team.human, NAME, 1)
     assert caught[0].details["field"] == "file"
     assert "the value of 'provenance' is not JSON" in caught[0].message
+
+
+def test_a_sparse_unit_file_of_gigabytes_is_read_no_further_than_any_unit_file_goes(lab: Lab) -> None:
+    """A file truncated to 2 GiB costs no disk, and every look at the unit read it whole into memory (2 GiB at
+    each show, review, activation or snapshot check); it is read no further than UNIT_FILE_READ_MAX and a byte,
+    and differs from every revision."""
+    lab.active(NAME, "Where staging runs", BODY)
+    with lab.path(NAME).open("r+b") as handle:
+        handle.truncate(2 * 1024**3)
+    evidence, human = lab.app.evidence, lab.team.human
+    tracemalloc.start()
+    try:
+        assert evidence.show(human, NAME)["file"]["state"] == "differs"
+        assert len(evidence.snapshot_problems(human)) == 1
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * UNIT_FILE_READ_MAX

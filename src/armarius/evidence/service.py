@@ -55,6 +55,11 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+#: The most of a unit file read: far more than any revision's file (a body of at most BODY_MAX_BYTES and its
+#: front matter), so a file larger than this is never one the store wrote.
+UNIT_FILE_READ_MAX = 64 * 1024 * 1024
+
+
 @dataclass
 class EvidenceService:
     database: Database
@@ -71,8 +76,10 @@ class EvidenceService:
         return self.evidence_dir / workspace / "units" / f"{name}.md"
 
     def _read(self, path: Path) -> bytes | None:
-        """A file below the evidence folder, reached without following links (a link is no file)."""
-        return files.read_bytes(path, root=self.evidence_dir)
+        """A file below the evidence folder, reached without following links (a link is no file), read no further
+        than UNIT_FILE_READ_MAX and one byte: a larger file differs from every revision (a sparse file of
+        gigabytes, which costs no disk, would otherwise be read whole into memory at every look)."""
+        return files.read_bytes(path, root=self.evidence_dir, limit=UNIT_FILE_READ_MAX + 1)
 
     def _write(self, path: Path, content: bytes) -> None:
         """Replace a file below the evidence folder atomically, reached without following links (a link

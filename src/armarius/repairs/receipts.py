@@ -48,6 +48,7 @@ def write_receipt(folder: ReceiptFolder, repair_id: int, content: bytes) -> Path
     """Replace ``<repair>.json`` with ``content`` atomically (a complete file or the previous one, never a
     torn one); an intact file is left as it is."""
     target = folder.path / f"{repair_id}.json"
-    if files.read_bytes(target, root=folder.evidence_dir) != content:
+    # Read one byte more than it should hold at most: a file larger than that differs, whatever its size.
+    if files.read_bytes(target, root=folder.evidence_dir, limit=len(content) + 1) != content:
         files.write_atomically(target, content, root=folder.evidence_dir)
     return target
