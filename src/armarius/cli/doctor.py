@@ -225,7 +225,9 @@ def _role(database: Database, settings: Settings) -> Check:
         check_postgres_role(database)
     except RoleRefused as error:
         fix = error.fix
-        if error.kind == "bypasses" and role == postgres_role(settings.database_migrate_url or settings.database_url):
+        # The migrate URL may leave its user to libpq (PGUSER, the system's user): then it is not known here.
+        migrator = psycopg.conninfo.conninfo_to_dict(settings.database_migrate_url or settings.database_url).get("user")
+        if error.kind == "bypasses" and role == migrator:
             fix = (f"Give the server a login role of its own that owns nothing (as a superuser: CREATE ROLE "
                    f"armarius_app LOGIN PASSWORD '…';), set database.url to it, keep {role} for "
                    "database.migrate_url, and run `armarius init` (docs/deployment.md).")

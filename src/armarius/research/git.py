@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from armarius.errors import ResearchUnavailable, echo
-from armarius.research.paths import shown_path
+from armarius.research.paths import segments_problem, shown_path
 
 logger = logging.getLogger("armarius.research")
 
@@ -614,8 +614,7 @@ def _refuse_malformed(entries: Sequence[TreeEntry]) -> None:
     seen: set[str] = set()
     for entry in entries:
         duplicate = entry.path in seen
-        if duplicate or any(segment in ("", ".", "..") or segment.lower() == ".git"
-                            for segment in entry.path.split("/")):
+        if duplicate or segments_problem(entry.path) is not None:
             what = f"{'two entries' if duplicate else 'an entry'} named {echo(shown_path(entry.path))}"
             logger.warning("the pinned tree holds %s, which git fsck refuses: the source's queries are refused", what)
             raise ResearchUnavailable(f"The pinned commit's tree is malformed ({what}, which git's own checks refuse): "

@@ -38,12 +38,21 @@ def check_tree_path(path: str, *, field: str = "path", prefix: bool = False) -> 
         raise refuse("contains a lone surrogate, which is not text")
     if path.startswith("/"):
         raise refuse("is absolute")
+    reason = segments_problem(path)
+    if reason is not None:
+        raise refuse(reason)
+    return path
+
+
+def segments_problem(path: str) -> str | None:
+    """What makes a path's segments no name of a tree (an empty, '.' or '..' segment, or '.git' in any case,
+    which git's own checks refuse too), or None."""
     segments = path.split("/")
     if any(segment in ("", ".", "..") for segment in segments):
-        raise refuse("has an empty, '.' or '..' segment")
+        return "has an empty, '.' or '..' segment"
     if any(segment.lower() == ".git" for segment in segments):
-        raise refuse("points into git's own metadata")
-    return path
+        return "points into git's own metadata"
+    return None
 
 
 def is_under(path: str, prefix: str | None) -> bool:

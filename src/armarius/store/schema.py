@@ -225,14 +225,14 @@ def _as_owner(migrate_url: str, app_role: str) -> Iterator[psycopg.Connection[An
                               "all: the refused one was not.", key=_MIGRATE_KEY) from None
 
 
-def postgres_role(url: str, *, key: str = "database.url") -> str:
-    """The login role a PostgreSQL URL (the setting ``key``) connects as (never its password)."""
+def postgres_role(url: str) -> str:
+    """The login role a PostgreSQL URL connects as (never its password)."""
     try:
         role = psycopg.conninfo.conninfo_to_dict(url).get("user")
     except psycopg.ProgrammingError:
-        raise ConfigError(f"The PostgreSQL URL of {key} cannot be parsed.", key=key) from None
+        raise ConfigError("The PostgreSQL database URL cannot be parsed.", key="database.url") from None
     if not isinstance(role, str) or not role:
-        raise ConfigError(f"The PostgreSQL URL of {key} must name its user.", key=key)
+        raise ConfigError("The PostgreSQL database URL must name its user.", key="database.url")
     return role
 
 
