@@ -9,6 +9,8 @@ written here, then opens sessions with inputs and checks the facts against the c
 * every JSON pointer resolves, inside its capture, to the value the fact states;
 * ``ignore_values`` (defaults and an override), ``when_column``/``when_value``, a cycle, and each
   limit, which leaves a ``project_context_coverage`` fact naming what it skipped;
+* a value that is no id (a cut cell, bytes, a float) is never looked up, searched or named, but said
+  (``value_cut``, ``not_an_id``), and a cut ``when_column`` cell is not compared as if it were whole;
 * one evidence record per distinct request, reused by later revisions, which never touch an earlier one;
 * a failing provider blocks the session, and a human's resume finishes the enrichment without
   asking again what was recorded;
@@ -36,12 +38,21 @@ from armarius.app import Armarius, open_app
 from armarius.canonical import canonical_json
 from armarius.config import Settings
 from armarius.errors import InvalidInput, SessionBlocked, SessionClosed
+from armarius.sessions import service
 from armarius.sessions.enrichment import INPUTS_MAX, TEXT_ID_MAX
 from tests.cli.test_cli import Cli
 from tests.helpers import OwnerSQL, Team, agent_of, make_team
 from tests.research.conftest import world_server  # noqa: F401  (a fixture used here)
 from tests.research.repos import Repo, build_repo, source_entry, write_config
-from tests.research.world import LONG_DESCRIPTION, QUESTS, SCRIPT_NAMES, WorldServer, database_entry, password_environ
+from tests.research.world import (
+    CREATURES,
+    LONG_DESCRIPTION,
+    QUESTS,
+    SCRIPT_NAMES,
+    WorldServer,
+    database_entry,
+    password_environ,
+)
 from tests.sessions.conftest import Clock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,11 +116,12 @@ class Bench:
     apps: list[Armarius] = field(default_factory=list)
     team: Team | None = None
 
-    def open(self, section: str = "") -> Armarius:
-        """An application over the world and the repository with this ``[enrichment]`` section."""
+    def open(self, section: str = "", **database: Any) -> Armarius:
+        """An application over the world and the repository with this ``[enrichment]`` section (and these
+        keys of the world's ``[[databases]]`` entry, a limit say)."""
         name = f"research-{len(self.apps)}.toml"
         path = write_config(self.settings.data_dir / name, [source_entry(self.repo)],
-                            databases=[database_entry(self.server)])
+                            databases=[database_entry(self.server, **database)])
         path.write_text(path.read_text(encoding="utf-8") + section, encoding="utf-8")
         app = open_app(replace(self.settings, research_config=Path(name), environ=password_environ(self.server)))
         app.sessions.clock = self.clock
@@ -523,6 +535,128 @@ def test_one_record_per_request_and_a_rerun_reuses_answers_and_leaves_earlier_re
         record["revision"] for record in after]
     assert app.sessions.verify(agent, session)["ok"]
     assert history["budget"]["used"] == 0
+
+
+# --- values that are no id: cut, floats, bytes ---------------------------------------------------------
+
+#: Creatures looked up by name: a text id.
+NAMED = {"type": "named", "table": "creature_template", "id_column": "name", "columns": ["entry"]}
+#: item -> named, on the item's own row, from its description: item 5's (5,000 characters) comes back cut.
+DESCRIBES = {"relation": "describes", "from_table": "item_template", "from_id_column": "entry",
+             "from_column": "description", "entity_type": "named"}
+#: The same value, stated (a follow-up that is not the target's own lookup) rather than walked.
+SUBNAMES = {**DESCRIBES, "relation": "subnames", "table": "creature_template", "column": "subname",
+            "columns": ["entry"]}
+#: The same value as a source symbol, for item 5 only (its quality is 5).
+DESCRIBED_IN = {**{key: value for key, value in DESCRIBES.items() if key != "entity_type"},
+                "relation": "described_in", "source": "app", "when_column": "quality", "when_value": 5}
+#: item -> named from the item's bytes: an object ({base64, bytes}), no id.
+ITEM_DATA_NAMES = {**DESCRIBES, "relation": "data_names", "from_column": "data"}
+#: creature -> item from a float column (1.25, 1.0, 1.5, 2.0): no id, not even 1.0.
+WALKS_AT = {"relation": "walks_at", "from_entity": "creature", "from_table": "creature_template",
+            "from_id_column": "entry", "from_column": "speed_walk", "entity_type": "item"}
+#: quest -> named through an origin query: the item of the quest's id, its description.
+DESCRIBED_BY = {"relation": "described_by", "from_entity": "quest", "from_table": "item_template",
+                "from_id_column": "entry", "from_column": "description", "entity_type": "named"}
+
+
+def test_a_cut_value_or_one_that_is_no_id_is_not_followed_and_said_so(bench: Bench,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    relationships = [REWARDS_ITEM, DESCRIBES, SUBNAMES, DESCRIBED_IN, ITEM_DATA_NAMES, WALKS_AT, DESCRIBED_BY]
+    # Exactly as many relationships as are followed: a value not followed takes none of them.
+    app = bench.open(enrichment([QUEST, ITEM, CREATURE, NAMED], [], relationships, max_depth=1,
+                                max_queries=60, max_relationships=4))
+    agent = bench.people.agent
+    real, asked = service.validate_query, []
+
+    def validate_query(request: dict[str, Any]) -> Any:  # every request the walk has not answered yet
+        asked.append(request)
+        return real(request)
+
+    monkeypatch.setattr(service, "validate_query", validate_query)
+    inputs = [{"entity_type": "item", "id": 5}, {"entity_type": "item", "id": 1},
+              {"entity_type": "creature", "id": 1}, {"entity_type": "creature", "id": 2},
+              {"entity_type": "quest", "id": 5}, {"entity_type": "quest", "id": 1}]
+    session = app.sessions.open(agent, "values that are no id", inputs=inputs)["session"]
+    found = facts(app, agent, session)
+    captures = stored_captures(bench.settings)
+    assert_facts_resolve(found, captures)  # each coverage fact's value is the cell its pointer names
+
+    # No lookup or symbol search was asked with a value that is no id (a cut cell, bytes, a float); nothing
+    # was refused; no coverage but the values below, two NULLs (item 5's bytes, quest 5's reward) and no
+    # relationship over the limit.
+    for request in asked:
+        if request["kind"] == "database.rows":
+            assert all(type(condition["value"]) in (int, str) for condition in request["filters"]), request
+    assert [request for request in asked if request["kind"] == "source.symbol"] == []
+    assert {fact["object"]["reason"] for fact in found if fact["kind"] == "project_context_coverage"} == {
+        "value_cut", "not_an_id", "ignored_value"}
+    assert [(fact["subject"], fact["object"]["what"]) for fact in coverage(found, "ignored_value")] == [
+        ("item:5", "data_names"), ("quest:5", "rewards_item")]
+
+    # The cut description (on the item's row, and through the quest's origin query), as entity, as a
+    # stated row and as a symbol: not followed, pointed at, stated as captured.
+    cut = {"text": LONG_DESCRIPTION[:2000], "chars": len(LONG_DESCRIPTION), "truncated": True}
+    item_5 = next(fact for fact in found if (fact["subject"], fact["predicate"]) == ("item:5", "is"))
+    described = json.loads(captures[item_5["capture"]])["result"]["columns"].index("description")
+    skipped = [(fact["subject"], fact["object"]["what"], fact["pointer"]) for fact in coverage(found, "value_cut")]
+    assert skipped == [("item:5", relation, f"/result/rows/0/{described}")
+                       for relation in ("describes", "subnames", "described_in")] + [
+        ("quest:5", "described_by", "/result/rows/0/1")]
+    assert all(fact["object"]["value"] == cut for fact in coverage(found, "value_cut"))
+    assert all(fact["capture"] == item_5["capture"] for fact in coverage(found, "value_cut")[:3])
+    origin = json.loads(captures[coverage(found, "value_cut")[3]["capture"]])
+    assert origin["request"]["table"] == "item_template"
+    assert origin["request"]["filters"] == [{"column": "entry", "op": "eq", "value": 5}]
+
+    # Bytes and floats (a whole one too) are no id.
+    no_id = {(fact["subject"], fact["object"]["what"], canonical_json(fact["object"]["value"]))
+             for fact in coverage(found, "not_an_id")}
+    item_1_data = {"base64": "AAEC/w==", "bytes": 4}
+    assert no_id == {("item:1", "data_names", canonical_json(item_1_data)), ("creature:1", "walks_at", "1.25"),
+                     ("creature:2", "walks_at", "1.0")}
+
+    # The rest of the walk is whole: the ids are followed as before.
+    named = "named:Description of item 1"
+    assert [(fact["subject"], fact["predicate"], fact["object"]) for fact in found
+            if fact["kind"] == "relationship"] == [
+        ("item:1", "describes", named), ("item:1", "subnames", named), ("quest:1", "rewards_item", "item:1"),
+        ("quest:1", "described_by", named)]
+    assert [fact["object"] for fact in found if (fact["subject"], fact["predicate"]) == (named, "not_found_in")] == [
+        "world.creature_template.subname", "world.creature_template.name"]  # the stated row, then its lookup
+    assert looked_up(found) == {"item:5": 1, "item:1": 1, "creature:1": 1, "creature:2": 1, "quest:5": 1,
+                                "quest:1": 1, named: 2}
+    entities = app.sessions.show(agent, session)["facts"]["entities"]
+    assert entities["item:1"]["values"] == {"name": "Hearthstone", "quality": 1}
+    assert entities["creature:2"]["values"] == {"name": CREATURES[1]["name"], "script_name": SCRIPT_NAMES[2]}
+    assert entities["quest:1"]["values"]["reward_item"] == 1
+
+
+def test_a_cut_when_value_that_may_be_the_wanted_one_is_said_so(bench: Bench) -> None:
+    # With values cut at 16 characters, creature 1's subname "Riverpaw Chieftain" comes back as its first 16.
+    chieftain = str(CREATURES[0]["subname"])
+    assert len(chieftain) > 16
+    of_chieftain = {**RUNS_SCRIPT, "relation": "of_chieftain", "when_column": "subname", "when_value": chieftain}
+    # A value the cut cell cannot be (another length): the condition does not hold, as before.
+    of_riverpaw = {**of_chieftain, "relation": "of_riverpaw", "when_value": chieftain.split(maxsplit=1)[0]}
+    # A short subname, not cut: compared as it is.
+    of_subname_2 = {**of_chieftain, "relation": "of_subname_2", "when_value": CREATURES[1]["subname"]}
+    app = bench.open(enrichment([CREATURE], [], [of_chieftain, of_riverpaw, of_subname_2]), max_value_length=16)
+    agent = bench.people.agent
+    inputs = [{"entity_type": "creature", "id": 1}, {"entity_type": "creature", "id": 2}]
+    session = app.sessions.open(agent, "cut conditions", inputs=inputs)["session"]
+    found = facts(app, agent, session)
+    captures = stored_captures(bench.settings)
+    assert_facts_resolve(found, captures)
+    creature_1 = next(fact for fact in found if (fact["subject"], fact["predicate"]) == ("creature:1", "is"))
+    subname = json.loads(captures[creature_1["capture"]])["result"]["columns"].index("subname")
+    assert [(fact["subject"], fact["object"], fact["capture"], fact["pointer"]) for fact in coverage(found, "value_cut")
+            ] == [("creature:1", {"what": "of_chieftain", "reason": "value_cut", "when_column": "subname",
+                                  "value": {"text": chieftain[:16], "chars": len(chieftain), "truncated": True}},
+                   creature_1["capture"], f"/result/rows/0/{subname}")]
+    assert [(fact["subject"], fact["predicate"], fact["object"]) for fact in found if fact["kind"] == "relationship"
+            ] == [("creature:2", "of_subname_2", f"symbol:{SCRIPT_NAMES[2]}")]
+    assert {fact["object"]["reason"] for fact in found if fact["kind"] == "project_context_coverage"} == {"value_cut"}
 
 
 # --- 6: a failing provider ---------------------------------------------------------------------------

@@ -11,6 +11,12 @@ input, ``max_relationships`` relationship facts. What they (or ``ignore_values``
 ``project_context_coverage`` fact naming what was skipped and why, instead of pretending
 completeness. A referenced row is recorded as referenced, never as something observed at run
 time or as a cause; an entity not found is a finding only within the table that was asked.
+
+Only an id is followed: a value read from an answer is one when it is an integer (not a boolean) or
+text (see :func:`followable`). A cell the answer cut (``truncated``: only its start came back) is
+not the value, and a float, a boolean or an object (bytes, text that is not UTF-8) is nothing a
+lookup by id takes: each is left out with a coverage fact (``value_cut``, ``not_an_id``) pointing at
+it, before it counts against ``max_relationships``.
 """
 
 from __future__ import annotations
@@ -94,6 +100,22 @@ class Looked:
 
 #: Runs one query (a project-query-v1 request) and returns its capture; raises for a refusal.
 Lookup = Callable[[dict[str, Any]], Looked]
+
+
+def is_cut(value: Any) -> bool:
+    """Whether a captured cell is a value the answer cut: ``{"text", "chars", "truncated": true}`` (or
+    ``{"base64", "bytes", "truncated": true}``), only the start of what the database holds."""
+    return isinstance(value, dict) and value.get("truncated") is True
+
+
+def followable(value: Any) -> str | None:
+    """None when a captured value is an id a relationship can follow (an integer that is not a boolean,
+    or text); otherwise why not: ``value_cut`` for a cut cell, ``not_an_id`` for anything else (a float,
+    even a whole one, a boolean, an object or a list). The lookup of a followed value asks for exactly
+    that value; a cut cell is only the start of one, and the others are no integer or text key."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return None
+    return "value_cut" if is_cut(value) else "not_an_id"
 
 
 def entity_name(entity_type: str, value: Any) -> str:
@@ -211,6 +233,10 @@ class Walk:
             if target is None or link.ignores(target):
                 self._skip(subject, link.relation, {"reason": "ignored_value", "value": target}, captured, where)
                 continue
+            unusable = followable(target)
+            if unusable is not None:  # never a lookup, a symbol search or a relationship fact naming it
+                self._skip(subject, link.relation, {"reason": unusable, "value": target}, captured, where)
+                continue
             if self.relationships >= self.config.limits.max_relationships:
                 self._skip(subject, link.relation, {"reason": "max_relationships", "value": target}, captured, where)
                 continue
@@ -232,8 +258,14 @@ class Walk:
         """The values a relationship starts from, each with its capture and pointer."""
         if _on_entity_row(link, entity):
             columns = looked.columns
-            if link.when_column is not None and row[columns.index(link.when_column)] != link.when_value:
-                return []
+            if link.when_column is not None:
+                when = columns.index(link.when_column)
+                if _may_be(row[when], link.when_value):  # cut: its start matches, the rest is not known
+                    why = {"reason": "value_cut", "when_column": link.when_column, "value": row[when]}
+                    self._skip(subject, link.relation, why, looked, pointer("result", "rows", 0, when))
+                    return []
+                if row[when] != link.when_value:
+                    return []
             at = columns.index(link.from_column)
             return [(row[at], looked, pointer("result", "rows", 0, at))]
         wanted = [link.from_id_column, link.from_column]
@@ -295,6 +327,13 @@ class Walk:
     def _skip(self, subject: str, what: str, why: dict[str, Any], looked: Looked | None = None,
               at: str | None = None) -> None:
         self._add(COVERAGE, subject, "not_followed", {"what": what, **why}, looked, at)
+
+
+def _may_be(cell: Any, wanted: Any) -> bool:
+    """Whether a cut text cell may hold ``wanted``: it is as long as the cell says and starts with the cell's
+    text. (Cut bytes, text that is not UTF-8, or a wanted value of another length is known to differ.)"""
+    return (is_cut(cell) and "text" in cell and not cell.get("not_utf8") and isinstance(wanted, str)
+            and len(wanted) == cell.get("chars") and wanted.startswith(cell["text"]))
 
 
 def _on_entity_row(link: Relationship, entity: EntityLookup) -> bool:
