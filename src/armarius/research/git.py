@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from contextlib import closing, suppress
 from dataclasses import dataclass
 from functools import lru_cache
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from armarius.errors import ResearchUnavailable, echo
-from armarius.research.paths import segments_problem, shown_path
+from armarius.research.paths import is_under, segments_problem, shown_path
 
 logger = logging.getLogger("armarius.research")
 
@@ -80,6 +80,20 @@ _GREP_RUN = re.compile(rb"([^\0\n]*)\0[^\n]*\n(?:\1\0[^\n]*\n)*")
 #: Bytes of a line kept whole; of a longer line only these first bytes are kept. More than an answer
 #: can show: four bytes for each of ``max_line_length`` characters (at most 100,000), and some to spare.
 LINE_BYTES = 1 << 20
+#: The types ``git cat-file`` names an object by.
+_OBJECT_TYPES = frozenset({"blob", "tree", "commit", "tag"})
+#: The most bytes of a ``git cat-file --batch`` header line (``id type size``).
+_HEADER_BYTES = 256
+
+
+class NotABlob(Exception):
+    """The object that a tree entry of a file's mode (100644 or 100755) names is no blob but a tree, a commit or a
+    tag: a crafted tree (``git fsck`` refuses it, ``git ls-tree`` shows it as a blob all the same), which
+    ``git cat-file blob`` fails on and ``git grep`` reads as the file's content. ``kind`` is the object's type."""
+
+    def __init__(self, blob: str, kind: str) -> None:
+        super().__init__(f"{blob} is a {kind}, not a blob")
+        self.blob, self.kind = blob, kind
 
 
 @dataclass(frozen=True)
@@ -206,6 +220,11 @@ class GitRepository:
             raise ResearchUnavailable("git is not installed on the server.")
         self.path, self.timeout, self._git = path, timeout, executable
         self._sha256: dict[str, str] = {}
+        #: Objects that file entries name and that are no blob, by id: their type (see :class:`NotABlob`).
+        self._not_blobs: dict[str, str] = {}
+        #: The prefixes (None: the whole tree) of each commit whose file entries' objects were all checked.
+        self._checked: dict[str, list[str | None]] = {}
+        self._types_lock = threading.Lock()
         self._environment = {**_CLEAN_ENVIRONMENT, "PATH": str(Path(executable).parent)}
         self._bare: str | None = None
         self._bare_environment: dict[str, str] = {}
@@ -330,14 +349,59 @@ class GitRepository:
         return _cached_tree(self, commit)
 
     def _list_tree(self, commit: str) -> tuple[TreeEntry, ...]:
-        entries = []
-        for record in self._run(["ls-tree", "-r", "-z", "--full-tree", commit]).split(b"\0"):
-            if not record:
-                continue
-            meta, _, raw_path = record.partition(b"\t")
-            mode, kind, blob = meta.decode("ascii").split(" ")
-            entries.append(TreeEntry(mode, kind, blob, raw_path.decode("utf-8", "surrogateescape")))
-        return tuple(entries)
+        try:
+            return tuple(_tree_entries(self._run(["ls-tree", "-r", "-z", "--full-tree", commit])))
+        except ResearchUnavailable as failure:
+            if "timeout_seconds" not in failure.details:
+                self._refuse_a_folder_of_another_type(commit)
+            raise
+
+    def _refuse_a_folder_of_another_type(self, commit: str) -> None:
+        """``git ls-tree -r`` stops at a folder entry (mode 040000) whose object is no tree (a blob, a commit or a
+        tag: a crafted tree, which git fsck refuses), and so does every query of the source. Name that entry: with
+        ``-t`` git shows each folder before it reads it, so the last folder shown is the one it could not read.
+        Nothing is raised when that is not the cause (a tree object that is missing, say)."""
+        output = self._run(["ls-tree", "-r", "-t", "-z", "--full-tree", commit], ok_codes=(0, 1, 128))
+        folders = [entry for entry in _tree_entries(output) if entry.kind == "tree"]
+        if folders and (kind := self.object_type(folders[-1].blob)) in _OBJECT_TYPES - {"tree"}:
+            raise _malformed(f"a folder named {echo(shown_path(folders[-1].path))} whose object is a {kind}",
+                             "git cannot list it")
+
+    def not_blobs(self, commit: str, prefix: str | None = None) -> dict[str, str]:
+        """The objects that the commit's file entries under ``prefix`` (every one when None) name and that are no
+        blob (see :class:`NotABlob`), by id: their type. Searches leave those entries out. One
+        ``git cat-file --batch-check`` for a commit and prefix not covered yet; the answer is remembered (an
+        object's type never changes). An object that is missing is no answer here (reading it fails)."""
+        with self._types_lock:
+            covered = self._checked.get(commit, [])
+            if any(done is None or (prefix is not None and is_under(prefix, done)) for done in covered):
+                return dict(self._not_blobs)
+        blobs = [entry.blob for entry in self.tree(commit) if entry.mode in BLOB_MODES and is_under(entry.path, prefix)]
+        found = self._object_types(blobs)
+        with self._types_lock:
+            if len(self._not_blobs) + len(found) > _SHA256_MEMORY or len(self._checked) >= _COMMITS_CHECKED:
+                self._not_blobs.clear()
+                self._checked.clear()
+            self._not_blobs.update(found)
+            checked = self._checked.setdefault(commit, [])
+            checked[:] = [None] if prefix is None else [*checked[1 - _PREFIXES_CHECKED:], prefix]
+            return dict(self._not_blobs)
+
+    def _object_types(self, objects: Sequence[str]) -> dict[str, str]:
+        """The type of each of these objects that is there and is no blob (``git cat-file --batch-check``)."""
+        wanted = list(dict.fromkeys(objects))
+        if not wanted:
+            return {}
+        request = "".join(f"{name}\n" for name in wanted).encode("ascii")
+        lines = self._run(["cat-file", "--batch-check"], stdin=request).decode("ascii", "replace").split("\n")
+        if len(lines) != len(wanted) + 1 or lines[-1]:
+            raise ResearchUnavailable("The source repository answered out of order.")
+        found = {}
+        for name, line in zip(wanted, lines, strict=False):
+            kind, _size = _object_header(line, name, missing_ok=True)
+            if kind not in ("blob", "missing"):
+                found[name] = kind
+        return found
 
     def grep_counts(self, commit: str, pattern: str, *, whole_word: bool, pathspec: str | None
                     ) -> Generator[tuple[str, int], None, None]:
@@ -360,30 +424,66 @@ class GitRepository:
                 yield from _grep_runs(chunks, commit.encode("ascii") + b":")
 
     def blob_chunks(self, blob_id: str) -> Generator[bytes, None, None]:
-        """A blob's content as git writes it. Close the generator to stop git."""
-        return self._stream(["cat-file", "blob", blob_id])
+        """A blob's content as git writes it, after ``git cat-file --batch`` said what the object is: an object
+        that is no blob raises :class:`NotABlob` before any content (``git cat-file blob`` would fail on a tree
+        or a commit, and show the blob a tag points to as if it were this one). Close the generator to stop git."""
+        with closing(self._stream(["cat-file", "--batch"], stdin=f"{blob_id}\n".encode("ascii"))) as chunks:
+            header, remaining = b"", -1  # remaining: content bytes still to come, once the header is read
+            for chunk in chunks:
+                content = chunk
+                if remaining < 0:
+                    header += chunk
+                    newline = header.find(b"\n")
+                    if newline < 0:
+                        if len(header) > _HEADER_BYTES:
+                            raise ResearchUnavailable("The source repository answered out of order.")
+                        continue
+                    kind, remaining = _object_header(header[:newline].decode("ascii", "replace"), blob_id)
+                    if kind != "blob":
+                        self._remember_not_blobs({blob_id: kind})
+                        raise NotABlob(blob_id, kind)
+                    content, header = header[newline + 1:], b""
+                piece = content if len(content) <= remaining else content[:remaining]  # not the newline after it
+                remaining -= len(piece)
+                if piece:
+                    yield piece
+            if remaining != 0:
+                raise ResearchUnavailable("The source repository answered in a form that could not be read.")
+
+    def _remember_not_blobs(self, found: dict[str, str]) -> None:
+        with self._types_lock:
+            if len(self._not_blobs) + len(found) > _SHA256_MEMORY:
+                self._not_blobs.clear()
+                self._checked.clear()
+            self._not_blobs.update(found)
 
     def tree_index(self, commit: str) -> TreeIndex:
         """The commit's tree, indexed (cached)."""
         return _cached_index(self, commit)
 
-    def blob_sha256(self, blob_ids: Sequence[str]) -> dict[str, str]:
+    def blob_sha256(self, blob_ids: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
         """SHA-256 of each blob's content: one ``git cat-file --batch`` for those not yet known, hashed
-        as it streams (a blob id names one content forever, so the answers are remembered)."""
-        missing = [blob for blob in dict.fromkeys(blob_ids) if blob not in self._sha256]
+        as it streams (a blob id names one content forever, so the answers are remembered). Second, the ids
+        whose object is no blob (see :class:`NotABlob`) with their type: they have no digest."""
+        not_blobs = dict(self._not_blobs)
+        missing = [blob for blob in dict.fromkeys(blob_ids) if blob not in self._sha256 and blob not in not_blobs]
         found: dict[str, str] = {}
         if missing:
             request = "".join(f"{blob}\n" for blob in missing).encode("ascii")
             with closing(self._stream(["cat-file", "--batch"], stdin=request)) as chunks:
-                found = _batch_digests(chunks, missing)
-        digests = {blob: found.get(blob) or self._sha256[blob] for blob in blob_ids}
+                found, others = _batch_digests(chunks, missing)
+            not_blobs.update(others)
+            self._remember_not_blobs(others)
+        digests = {blob: found.get(blob) or self._sha256[blob] for blob in blob_ids if blob not in not_blobs}
         if len(self._sha256) + len(found) > _SHA256_MEMORY:
             self._sha256.clear()
         self._sha256.update(found)
-        return digests
+        return digests, {blob: not_blobs[blob] for blob in blob_ids if blob in not_blobs}
 
 
 _SHA256_MEMORY = 200_000
+#: Commits whose checked prefixes are remembered (more, and they are all forgotten), and prefixes per commit.
+_COMMITS_CHECKED, _PREFIXES_CHECKED = 64, 256
 
 
 def _write(fd: int, data: memoryview) -> int:
@@ -564,39 +664,70 @@ def _decode_name(raw: bytes, prefix: bytes) -> str:
     return raw.removeprefix(prefix).decode("utf-8", "surrogateescape")
 
 
-def _batch_digests(chunks: Iterator[bytes], blobs: Sequence[str]) -> dict[str, str]:
-    """SHA-256 of each blob in ``git cat-file --batch`` output (``id blob size LF content LF``),
-    without holding a whole blob."""
+def _batch_digests(chunks: Iterator[bytes], blobs: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """SHA-256 of each blob in ``git cat-file --batch`` output (``id type size LF content LF``), without
+    holding a whole blob; second, the type of each object that is no blob, whose content is stepped over (so
+    the objects after it are read in step)."""
     digests: dict[str, str] = {}
+    others: dict[str, str] = {}
     wanted = iter(blobs)
     header = b""
-    hasher: hashlib._Hash | None = None
-    blob, remaining = "", 0  # content bytes still to come, plus its closing newline
+    hasher: hashlib._Hash | None = None  # None while stepping over an object that is no blob
+    blob, kind, remaining = "", "", -1  # content bytes still to come, plus its closing newline; -1: a header
     for chunk in chunks:
         view, position = memoryview(chunk), 0
         while position < len(chunk):
-            if hasher is None:
+            if remaining < 0:
                 newline = chunk.find(b"\n", position)
                 if newline < 0:
                     header += chunk[position:]
+                    if len(header) > _HEADER_BYTES:
+                        raise ResearchUnavailable("The source repository answered out of order.")
                     break
-                fields = (header + chunk[position:newline]).decode("ascii", "replace").split(" ")
-                header, position = b"", newline + 1
                 blob = next(wanted, "")
-                if len(fields) != 3 or fields[0] != blob or fields[1] != "blob" or not fields[2].isdigit():
-                    raise ResearchUnavailable("The source repository answered out of order.")
-                hasher, remaining = hashlib.sha256(), int(fields[2]) + 1
+                kind, size = _object_header((header + chunk[position:newline]).decode("ascii", "replace"), blob)
+                header, position = b"", newline + 1
+                hasher, remaining = hashlib.sha256() if kind == "blob" else None, size + 1
                 continue
             take = min(len(chunk) - position, remaining)
-            hasher.update(view[position:position + min(take, remaining - 1)])
+            if hasher is not None:
+                hasher.update(view[position:position + min(take, remaining - 1)])
             position += take
             remaining -= take
             if remaining == 0:
-                digests[blob] = hasher.hexdigest()
-                hasher = None
-    if hasher is not None or header or len(digests) != len(blobs):
+                if hasher is None:
+                    others[blob] = kind
+                else:
+                    digests[blob] = hasher.hexdigest()
+                remaining = -1
+    if remaining >= 0 or header or len(digests) + len(others) != len(blobs):
         raise ResearchUnavailable("The source repository answered out of order.")
-    return digests
+    return digests, others
+
+
+def _object_header(line: str, name: str, *, missing_ok: bool = False) -> tuple[str, int]:
+    """(type, size) of a ``git cat-file --batch`` or ``--batch-check`` header for the object ``name``:
+    ``id type size``, or ``id missing`` (type ``missing``, size 0, when ``missing_ok``; otherwise the source
+    cannot be read: a repository that lacks an object its tree names is broken, or a partial clone)."""
+    fields = line.split(" ")
+    if fields == [name, "missing"]:
+        if missing_ok:
+            return "missing", 0
+        logger.warning("git cat-file: the object %s is missing from the repository", name)
+        raise ResearchUnavailable("The source repository could not be read; the operator was told in the log.")
+    if len(fields) != 3 or fields[0] != name or fields[1] not in _OBJECT_TYPES or not fields[2].isdigit():
+        raise ResearchUnavailable("The source repository answered out of order.")
+    return fields[1], int(fields[2])
+
+
+def _tree_entries(output: bytes) -> Iterable[TreeEntry]:
+    """The entries of ``git ls-tree -z`` output."""
+    for record in output.split(b"\0"):
+        if not record:
+            continue
+        meta, _, raw_path = record.partition(b"\t")
+        mode, kind, blob = meta.decode("ascii").split(" ")
+        yield TreeEntry(mode, kind, blob, raw_path.decode("utf-8", "surrogateescape"))
 
 
 @lru_cache(maxsize=64)
@@ -615,12 +746,17 @@ def _refuse_malformed(entries: Sequence[TreeEntry]) -> None:
     for entry in entries:
         duplicate = entry.path in seen
         if duplicate or segments_problem(entry.path) is not None:
-            what = f"{'two entries' if duplicate else 'an entry'} named {echo(shown_path(entry.path))}"
-            logger.warning("the pinned tree holds %s, which git fsck refuses: the source's queries are refused", what)
-            raise ResearchUnavailable(f"The pinned commit's tree is malformed ({what}, which git's own checks refuse): "
-                                      "no answer from it could be trusted, so its queries are refused. The operator "
-                                      "must pin a commit whose tree `git fsck` accepts.")
+            raise _malformed(f"{'two entries' if duplicate else 'an entry'} named {echo(shown_path(entry.path))}",
+                             "no answer from it could be trusted")
         seen.add(entry.path)
+
+
+def _malformed(what: str, why: str) -> ResearchUnavailable:
+    """The refusal of every query of a source whose pinned tree holds ``what``, which ``git fsck`` refuses."""
+    logger.warning("the pinned tree holds %s, which git fsck refuses: the source's queries are refused", what)
+    return ResearchUnavailable(f"The pinned commit's tree is malformed ({what}, which git's own checks refuse): "
+                               f"{why}, so its queries are refused. The operator must pin a commit whose tree "
+                               "`git fsck` accepts.")
 
 
 @lru_cache(maxsize=64)

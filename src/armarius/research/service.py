@@ -80,9 +80,10 @@ class ResearchService:
 
     @property
     def longest_timeout(self) -> float:
-        """The longest a single query may take, in seconds: a deep source search runs git up to three
-        times; ``database.tables`` without a database asks every configured database in turn."""
-        sources = [3 * source.limits.timeout_seconds for source in self.config.sources.values()]
+        """The longest a single query may take, in seconds: a deep source search runs git up to four
+        times (the first search of a commit and folder checks the objects of its files first);
+        ``database.tables`` without a database asks every configured database in turn."""
+        sources = [4 * source.limits.timeout_seconds for source in self.config.sources.values()]
         databases = sum(database.limits.timeout_seconds for database in self.config.databases.values())
         return max([*sources, databases])
 

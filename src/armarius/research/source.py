@@ -31,6 +31,7 @@ from armarius.research.git import (
     GrepLine,
     GrepRun,
     LineStart,
+    NotABlob,
     TreeEntry,
     TreeIndex,
 )
@@ -136,10 +137,13 @@ def _files(source: GitSource, arguments: dict[str, Any]) -> dict[str, Any]:
             break
         size += cost
         files.append(listed)
-    digests = source.repository.blob_sha256([listed["blob"] for listed in files if "blob" in listed])
+    digests, not_blobs = source.repository.blob_sha256([listed["blob"] for listed in files if "blob" in listed])
     for listed in files:
-        if "blob" in listed:
-            listed["blob_sha256"] = digests[listed["blob"]]
+        if (blob := listed.get("blob")) in not_blobs:
+            del listed["blob"]
+            listed["skipped"] = f"{_listed_as_a_file(not_blobs[blob])}: not a readable source file"
+        elif blob is not None:
+            listed["blob_sha256"] = digests[blob]
     more = offset + len(files) < len(matches)
     answer: dict[str, Any] = {
         "files": files, "total": len(matches), "next_offset": offset + len(files) if more else None,
@@ -156,6 +160,11 @@ def _file(entry: TreeEntry) -> dict[str, Any]:
     if entry.mode == GITLINK_MODE:
         return {**named(entry.path), "skipped": "submodule: not a readable source file"}
     return {**named(entry.path), "blob": entry.blob}
+
+
+def _listed_as_a_file(kind: str) -> str:
+    """What an entry of a file's mode is whose object is a ``kind`` (a tree, a commit or a tag), not a blob."""
+    return f"listed as a file, but its object is a {kind} (a malformed tree entry, which git's own checks refuse)"
 
 
 # --- source.search, source.symbol, source.registration, source.schema -----------------------------------------
@@ -249,13 +258,17 @@ class _Search:
     offset: int
     page_end: int
     page: _Page
+    #: The objects of file entries under the prefix that are no blob (see :class:`NotABlob`): never searched.
+    not_blobs: dict[str, str]
     seen: int = 0
     finished: bool = True
 
     def searchable(self, path: str) -> bool:
-        # git grep over a tree searches regular files only; keep it that way whatever git does next.
+        # git grep over a tree searches regular files only; keep it that way whatever git does next. An entry of
+        # a file's mode whose object is a commit or a tag is no file: git grep reads that object's text all the same.
         entry = self.page.tree.entries.get(path)
-        return entry is not None and entry.mode in BLOB_MODES and self.accept(path) and is_under(path, self.prefix)
+        return (entry is not None and entry.mode in BLOB_MODES and entry.blob not in self.not_blobs
+                and self.accept(path) and is_under(path, self.prefix))
 
     def counted(self, count: int) -> bool:
         """Count a file's hits; False once enough are known (there is a next page, and at least this many)."""
@@ -320,17 +333,26 @@ class _Search:
 def _grep(source: GitSource, arguments: dict[str, Any], pattern: str, *, whole_word: bool, note: str,
           accept: Callable[[str], bool] = lambda _path: True) -> dict[str, Any]:
     prefix = arguments.get("path_prefix")
+    tree = source.repository.tree_index(source.commit)
     if prefix is not None:
         prefix = check_tree_path(prefix, field="path_prefix", prefix=True)
+        _check_prefix(tree, prefix)
+    not_blobs = source.repository.not_blobs(source.commit, prefix)
+    if prefix is not None and (entry := tree.entries.get(prefix)) is not None and entry.blob in not_blobs:
+        raise InvalidInput(f"path_prefix {echo(prefix)} is {_listed_as_a_file(not_blobs[entry.blob])}: nothing in "
+                           "it could be searched.", field="path_prefix", object_type=not_blobs[entry.blob])
     offset, limit = _page_bounds(arguments, source.limits.max_hits)
-    page = _Page(source.limits, source.repository.tree_index(source.commit))
-    search = _Search(source, pattern, whole_word, prefix, accept, offset, offset + limit, page)
+    page = _Page(source.limits, tree)
+    search = _Search(source, pattern, whole_word, prefix, accept, offset, offset + limit, page, not_blobs)
     if offset < ONE_PASS_OFFSET:
         search.in_one_pass()
     else:
         search.in_two_passes()
     hits, seen = page.hits, search.seen
-    digests = source.repository.blob_sha256([hit["blob"] for hit in hits])
+    digests, changed = source.repository.blob_sha256([hit["blob"] for hit in hits])
+    if changed:  # searched as blobs a moment ago
+        raise ResearchUnavailable("The source repository answered two questions about the same commit differently; "
+                                  "try again, and tell the operator if it persists.")
     for hit in hits:
         hit["blob_sha256"] = digests[hit["blob"]]
     more = seen > offset + limit or page.cut or bool(page.omitted)
@@ -349,6 +371,25 @@ def _grep(source: GitSource, arguments: dict[str, Any], pattern: str, *, whole_w
     return result
 
 
+def _check_prefix(tree: TreeIndex, prefix: str) -> None:
+    """Refuse a prefix that is a symlink or a submodule, or a path inside one: a search never follows them (what
+    they point to is not part of this tree), so its answer there could never be evidence of absence. A prefix
+    naming a file searches that file; one the tree does not hold, or a path inside a file, finds nothing."""
+    shown = echo(prefix)
+    entry = tree.entries.get(prefix)
+    if entry is not None and entry.mode in (SYMLINK_MODE, GITLINK_MODE):
+        what = "a symlink" if entry.mode == SYMLINK_MODE else "a submodule"
+        raise InvalidInput(f"path_prefix {shown} is {what} at the pinned commit: searches do not follow it (what it "
+                           "points to is not part of this tree), so nothing in it could be searched.",
+                           field="path_prefix")
+    for slash in range(len(prefix)):
+        outer = tree.entries.get(prefix[:slash]) if prefix[slash] == "/" else None
+        if outer is not None and outer.mode in (SYMLINK_MODE, GITLINK_MODE):
+            what = "symlink" if outer.mode == SYMLINK_MODE else "submodule"
+            raise NotFound(f"There is no path {shown} at the pinned commit: {echo(prefix[:slash])} is a {what}, and "
+                           "nothing inside it is part of this tree.", field="path_prefix", path=prefix)
+
+
 # --- source.read ----------------------------------------------------------------------------------------------
 
 
@@ -365,11 +406,15 @@ def _read(source: GitSource, arguments: dict[str, Any]) -> dict[str, Any]:
         raise InvalidInput(f"{echo(path)} is a {'symlink' if entry.mode == SYMLINK_MODE else 'submodule'}, "
                            "not a readable source file.", field="path")
     reader = _LineReader(source.limits, start, min(end, start + source.limits.max_read_lines - 1))
-    with closing(source.repository.blob_chunks(entry.blob)) as chunks:
-        for chunk in chunks:
-            reader.feed(chunk)
-            if reader.binary():
-                raise InvalidInput(f"{echo(path)} is a binary file.", field="path")
+    try:
+        with closing(source.repository.blob_chunks(entry.blob)) as chunks:
+            for chunk in chunks:
+                reader.feed(chunk)
+                if reader.binary():
+                    raise InvalidInput(f"{echo(path)} is a binary file.", field="path")
+    except NotABlob as wrong:
+        raise InvalidInput(f"{echo(path)} is {_listed_as_a_file(wrong.kind)}: not a readable source file.",
+                           field="path", object_type=wrong.kind) from None
     total = reader.finish()
     if reader.binary(at_end=True):
         raise InvalidInput(f"{echo(path)} is a binary file.", field="path")
