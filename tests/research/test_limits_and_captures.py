@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from armarius.auth.permissions import Role
 from armarius.canonical import canonical_json
 from armarius.errors import ArmariusError
 from armarius.research.captures import verify_capture
+from armarius.research.git import _exit_status
 from armarius.research.service import ResearchService
 from tests.helpers import OwnerSQL, agent_of, make_team
 from tests.research.repos import (
@@ -219,6 +221,24 @@ def test_the_time_limit_stops_git_and_says_so(tmp_path: Path) -> None:
     # The tree is still readable (a listing hashes each file it lists: src/app.py's blob is the FIFO).
     files = service.query({"kind": "source.files", "substring": "db/"})["result"]
     assert files["complete"] is True
+
+
+def test_the_wait_for_git_to_end_keeps_the_time_limit_and_the_exit_status() -> None:
+    """After git closes its output it is waited for on a process descriptor: an end is seen at once with its
+    status, and a process that closed its output but goes on is given up at the deadline (and killed by the caller)."""
+    lingering = subprocess.Popen(["sh", "-c", "exec >&- 2>&-; sleep 30"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+    try:
+        started = time.monotonic()
+        assert _exit_status(lingering, started + 0.2) is None
+        assert 0.15 < time.monotonic() - started < 5
+    finally:
+        lingering.kill()
+        lingering.wait()
+    for command, status in ((["true"], 0), (["sh", "-c", "exit 3"], 3)):
+        ending = subprocess.Popen(command)
+        assert _exit_status(ending, time.monotonic() + 30) == status
+        assert ending.returncode == status
 
 
 # --- captures -------------------------------------------------------------------------------------------------
