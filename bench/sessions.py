@@ -5,8 +5,8 @@ SQLite table), the same query runs alternately through the research service alon
 (`ResearchService.answer`: run and build the capture) and through a session
 (`SessionService.query`: reserve, run, mirror the capture file, commit capture row, evidence
 record, budget and audit event), in alternating blocks of 50 calls. Each call reads a different
-range, so every answer is a new capture. Prints round trips per second and p50 of both paths, and
-what the session adds at p50 (goal: at most 1 ms on SQLite, 2 ms on PostgreSQL).
+range, so every answer is a new capture. Prints round trips per second of both paths and their ratio
+(session over alone), p50 of both, and what the session adds at p50 (goal: at most 1 ms on SQLite, 2 ms on PostgreSQL).
 
 Every new capture is a new file in the session's folder, so what the session adds includes what
 creating a file costs where the data folder is: the bench puts it in a new folder under ``--folder``
@@ -114,7 +114,8 @@ def file_creation_ms(folder: Path, files: int = 200) -> float:
 
 def report(engine: str, name: str, alone: list[float], in_session: list[float]) -> None:
     a50, s50 = percentile(alone, 0.5), percentile(in_session, 0.5)
-    print(f"{engine:<11} {name:<14} {len(alone) / sum(alone):>8.0f} {len(in_session) / sum(in_session):>10.0f} "
+    alone_rate, session_rate = len(alone) / sum(alone), len(in_session) / sum(in_session)
+    print(f"{engine:<11} {name:<14} {alone_rate:>8.0f} {session_rate:>10.0f} {session_rate / alone_rate:>6.2f}x "
           f"{a50 * 1000:>9.2f}ms {s50 * 1000:>10.2f}ms {(s50 - a50) * 1000:>13.2f}")
 
 
@@ -126,8 +127,8 @@ def main() -> None:
     parser.add_argument("--folder", type=Path, help="where the data folders go (default: TMPDIR)")
     options = parser.parse_args()
     engines = [e for e in options.engines.split(",") if e == "sqlite" or postgres_available()]
-    print(f"{'engine':<11} {'query':<14} {'alone/s':>8} {'session/s':>10} {'alone p50':>10} {'session p50':>12} "
-          f"{'added p50 ms':>13}")
+    print(f"{'engine':<11} {'query':<14} {'alone/s':>8} {'session/s':>10} {'ratio':>7} {'alone p50':>10} "
+          f"{'session p50':>12} {'added p50 ms':>13}")
     for engine in engines:
         with (tempfile.TemporaryDirectory(dir=options.folder) as folder,
               engine_settings(engine, Path(folder) / "data") as settings):
