@@ -33,6 +33,7 @@ from armarius.auth.permissions import Role
 from armarius.canonical import canonical_json
 from armarius.config import Settings
 from armarius.errors import InvalidInput
+from armarius.memory.service import RememberRequest
 from tests.audit.tamper import COLUMNS, append_forged, chain_rows, forged_event, guessed_mac, rewrite_chain, set_head
 from tests.audit.test_audit_cli import Cli
 from tests.audit.test_tamper_classes import (
@@ -197,6 +198,48 @@ def test_a_value_of_the_wrong_type_is_a_finding(log: Log, tamper: Any, finding: 
         assert result.exit_code == (1 if args[1] == "verify" else 0), (args, result.stderr)
     assert all(item["workspace_id"] == log.a
                for item in events_page(log.app.database, log.a, limit=100)["items"])
+
+
+def head_seq_not_whole(log: Log, owner: OwnerSQL) -> None:
+    owner.execute("UPDATE audit_heads SET seq = 2.5 WHERE workspace_id = ?", (log.a,))
+
+
+def head_seq_negative(log: Log, owner: OwnerSQL) -> None:
+    owner.execute("UPDATE audit_heads SET seq = -1 WHERE workspace_id = ?", (log.a,))
+
+
+def head_hash_junk(log: Log, owner: OwnerSQL) -> None:
+    owner.execute("UPDATE audit_heads SET hash = 'zz' WHERE workspace_id = ?", (log.a,))
+
+
+#: Heads no append wrote: PostgreSQL's typed columns leave only a hash of the wrong form and a negative seq.
+DAMAGED_HEADS = [pytest.param("sqlite", tamper, id=f"sqlite-{tamper.__name__}") for tamper in (
+    head_seq_text, head_hash_blob, head_hash_not_utf8, head_seq_not_whole)] + [
+    pytest.param(engine, tamper, id=f"{engine}-{tamper.__name__}", marks=marks)
+    for engine, marks in (("sqlite", ()), ("postgresql", pytest.mark.postgres))
+    for tamper in (head_seq_negative, head_hash_junk)]
+
+
+@pytest.mark.parametrize(("settings", "tamper"), DAMAGED_HEADS, indirect=["settings"])
+def test_nothing_is_appended_after_a_damaged_head(log: Log, tamper: Any) -> None:
+    """An audited write refuses a head of a form no append writes, rather than guess where the chain goes on
+    (a seq of 2.5 read as 2 appended event 3 again, which failed as if the write had raced another) or fail
+    reading it; nothing of the write lands, the other workspaces write on, and verify shows the head."""
+    team = make_team(log.app, "gamma")
+    with log.owner() as owner:
+        before = owner.rows("SELECT workspace_id, seq, hash FROM audit_events ORDER BY workspace_id, seq")
+        tamper(log, owner)
+    with (pytest.raises(audit.DamagedHead, match=f"The head of audit chain {log.a} is damaged"),
+          log.app.database.transaction(workspace_id=log.a, write=True) as tx):
+        audit.append(tx, actor="human:ada", action="test.event", subject="after")
+    with log.app.database.transaction(workspace_id=log.a, write=True) as tx:  # the way sessions append
+        audit.prepare(tx)
+        with pytest.raises(audit.DamagedHead):
+            audit.append(tx, actor="human:ada", action="test.event", subject="after")
+    with log.owner() as owner:
+        assert owner.rows("SELECT workspace_id, seq, hash FROM audit_events ORDER BY workspace_id, seq") == before
+    log.app.memory.remember(team.agent, RememberRequest(slug="still", title="Still", body="Other chains go on."))
+    assert log.report().of_kind(audit.BROKEN_LINK)
 
 
 @SQLITE_ONLY

@@ -122,7 +122,8 @@ def append(
         )
         head = _locked_head(tx, chain)
         assert head is not None
-    seq, prev_hash = int(head["seq"]) + 1, str(head["hash"])
+    seq, prev_hash = _head_of(head, chain)
+    seq += 1
     at, details_text = utc_now(), canonical_json(dict(details or {}))
     digest = event_hash(chain, seq, at, actor, action, subject, details_text, prev_hash)
     mac = key.mac(digest)
@@ -141,11 +142,36 @@ def append(
 _HEAD = "audit.head"
 
 
+class DamagedHead(RuntimeError):
+    """A chain's head row holds what no append wrote (a number that is no whole number, a hash that is no
+    SHA-256 in hex): nothing is appended after it, so every write that audits itself in that workspace fails
+    (an internal error to the caller; this message, with the chain, in the server's log) until an operator
+    has looked at the chain with `armarius audit verify`. Appending after a guessed head would break the chain
+    where nobody tampered with it, or fail on the seq of an existing event as if it were a write conflict."""
+
+
+def _head_of(head: Row, chain: int) -> tuple[int, str]:
+    """The head's seq and hash, once both are of the form every append writes; else :class:`DamagedHead`.
+    (SQLite's hash comes as bytes: see _head_sql.)"""
+    seq, digest = head["seq"], _ascii(head["hash"])
+    if (isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 and isinstance(digest, str)
+            and _HASH_FORM.fullmatch(digest)):
+        return seq, digest
+    raise DamagedHead(f"The head of audit chain {chain} is damaged (seq {_cut(seq)}, hash {_cut(digest)}): "
+                      "nothing is appended to it, so this workspace's audited writes fail. "
+                      "Run `armarius audit verify` and restore the chain from a backup.")
+
+
+def _cut(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 80 else shown[:80] + "…"
+
+
 def prepare(tx: Tx) -> None:
     """Lock the chain's head for an :func:`append` later in this transaction, with the next statement sent
     (PostgreSQL: the round trip the append would make to read it). Where the append follows at once, or in
     a transaction that may end without one, there is nothing to gain: the lock is held from here on."""
-    tx.prepared[_HEAD] = tx.read_later(_HEAD_SQL + _head_lock(tx), (_chain_of(tx),))
+    tx.prepared[_HEAD] = tx.read_later(_head_sql(tx), (_chain_of(tx),))
 
 
 def _chain_of(tx: Tx) -> int:
@@ -157,15 +183,22 @@ def _scope(chain: int) -> int | None:
     return None if chain == SYSTEM_CHAIN else chain
 
 
-_HEAD_SQL = "SELECT seq, hash FROM audit_heads WHERE workspace_id = ?"
-
-
-def _head_lock(tx: Tx) -> str:
-    return " FOR UPDATE" if tx.dialect == "postgresql" else ""
+def _head_sql(tx: Tx) -> str:
+    """The chain's head, locked. SQLite stores in a text column whatever it is given, and Python's sqlite3 fails
+    on text that is not UTF-8: the hash is read as bytes there (see _head_of)."""
+    if tx.dialect == "postgresql":
+        return "SELECT seq, hash FROM audit_heads WHERE workspace_id = ? FOR UPDATE"
+    return "SELECT seq, CAST(hash AS BLOB) AS hash FROM audit_heads WHERE workspace_id = ?"
 
 
 def _locked_head(tx: Tx, chain: int) -> dict[str, Any] | None:
-    return tx.one(_HEAD_SQL + _head_lock(tx), (chain,))
+    head = tx.one(_head_sql(tx), (chain,))
+    return None if head is None else {**head, "hash": _ascii(head["hash"])}
+
+
+def _ascii(value: Any) -> Any:
+    """SQLite's hash read as bytes, as text again when it is ASCII (anything else stays as it is: no hash)."""
+    return value.decode("ascii") if isinstance(value, bytes) and value.isascii() else value
 
 
 def tail(database: Database, workspace_id: int | None, limit: int = 20) -> list[AuditEvent]:
