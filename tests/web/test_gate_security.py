@@ -67,7 +67,8 @@ def test_an_api_write_by_a_person_needs_the_csrf_header(app: Armarius, visitors:
         assert refused.json()["error"]["details"] == {"reason": "csrf"}
     assert unchanged == "alpha"
     assert right.status_code == 200
-    assert right.json() == {"workspace": "beta"}
+    assert right.json()["workspace"] == "beta"
+    assert right.json()["csrf_token"] == person.csrf(), "the new workspace's token, as its pages carry it"
     assert person.whoami().json()["workspace"] == "beta"
 
 

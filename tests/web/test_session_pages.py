@@ -179,13 +179,13 @@ def test_a_reader_cannot_resume_and_an_editor_cannot_take_over(lab: Lab, visitor
     reader, editor = visitors.log_in(*READER, "alpha"), visitors.log_in_team(lab.team)
     before = snapshot(lab)
     assert reader.http.get(f"/sessions/{session}").status_code == 404, "another's session does not exist for them"
-    answers = [reader.http.post(f"/sessions/{session}/{action}", data=form(reader, budget="9"))
+    answers = [reader.http.post(f"/sessions/{session}/{action}", data=form(reader, budget="9", confirm="yes"))
                for action in ("resume", "budget", "takeover")]
-    answers.append(editor.http.post(f"/sessions/{session}/takeover", data=form(editor)))
+    answers.append(editor.http.post(f"/sessions/{session}/takeover", data=form(editor, confirm="yes")))
     for answer in answers:
         assert answer.status_code == 403
         assert "may not do this" in answer.text
-    closed = reader.http.post(f"/sessions/{session}/close", data=form(reader))
+    closed = reader.http.post(f"/sessions/{session}/close", data=form(reader, confirm="yes"))
     assert closed.status_code == 404
     assert snapshot(lab) == before
     assert "Take over session" not in editor.http.get(f"/sessions/{session}").text

@@ -11,7 +11,8 @@ every request.
 
 A session ends at logout (:meth:`WebSessions.end`), ``idle`` after its last request, or
 ``lifetime`` after the login, whichever comes first. Each session has a CSRF token of its own,
-which every form and every cookie-authenticated API write must carry (:func:`check_csrf`).
+which every form and every cookie-authenticated API write must carry (bound to a workspace:
+:func:`armarius.web.auth.check_workspace_token`).
 
 Failed logins are rate-limited before the password is checked, so a refused attempt costs no
 scrypt and adds nothing to the audit log but one ``login.throttled`` event per lockout: at most
@@ -31,7 +32,6 @@ Secrets and CSRF tokens are compared with :func:`hmac.compare_digest`, and never
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import math
 import secrets
@@ -96,16 +96,6 @@ class StartedSession:
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def check_csrf(session: WebSession, presented: str | None) -> None:
-    """Refuse a form or API write whose CSRF token is missing or is not this session's."""
-    if not presented or not hmac.compare_digest(presented.encode("utf-8"), session.csrf_token.encode("utf-8")):
-        raise NotAllowed(
-            "The form's security token is missing or does not match your login (it changes when you log in "
-            "again). Reload the page and submit it again.",
-            reason="csrf",
-        )
 
 
 def name_key(name: str) -> str:

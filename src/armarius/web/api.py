@@ -3,7 +3,12 @@
 A route (:class:`ApiRoute`) names who may call it (``callers``): agents with their bearer token,
 humans logged in to the web pages with the session cookie, or both. A human's POST must also send
 the session's CSRF token in the ``X-CSRF-Token`` header (the pages carry it in
-``<meta name="csrf-token">``). A POST takes a JSON object, checked against the route's ``body``
+``<meta name="csrf-token">``). That token is bound to the workspace it was read in
+(:func:`~armarius.web.auth.workspace_token`): sent after the login switched to another workspace, a write
+is refused with 409 ``conflict`` (``reason: workspace_changed``) and does nothing, because the slugs and
+unit names it sends would name the other workspace's things. ``POST /api/workspace`` (which names its own
+target) takes the token of any workspace of the login and answers with the new workspace's token.
+A POST takes a JSON object, checked against the route's ``body``
 schema before the call. Every refusal is the one error envelope ``{"error": {code, message,
 details}}`` with the code's HTTP status.
 
@@ -31,13 +36,13 @@ from armarius.app import Armarius
 from armarius.auth.directory import NAME_PATTERN
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind
-from armarius.auth.web_sessions import WebSession, WebSessions, check_csrf
-from armarius.errors import ERROR_CODES, InvalidInput, NotAllowed, Unauthenticated
+from armarius.auth.web_sessions import WebSession, WebSessions
+from armarius.errors import ERROR_CODES, InvalidInput, NotAllowed, RequestTooLarge, Unauthenticated
 from armarius.evidence.model import BODY_MAX_BYTES as EVIDENCE_BODY_MAX_BYTES
 from armarius.memory.model import REASON_MAX
 from armarius.memory.service import RECALL_MAX, RECALL_MODES
 from armarius.validation import PublishedValidator
-from armarius.web.auth import SESSION_COOKIE, authenticate
+from armarius.web.auth import SESSION_COOKIE, authenticate, check_workspace_token, workspace_token
 from armarius.web.pages import audit as audit_page
 from armarius.web.pages import drafts as drafts_page
 from armarius.web.pages import evidence as evidence_pages
@@ -92,12 +97,16 @@ class ApiRoute:
     response: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
     #: Refusals it may answer besides 400, 401 and 403, for the OpenAPI document: (HTTP status, description).
     errors: tuple[tuple[int, str], ...] = ()
+    #: A person's POST taking the CSRF token of any workspace of the login, not only the current one's: only for
+    #: a write that names its own target and acts on no workspace's content (the workspace switch).
+    any_workspace: bool = False
 
 
 def _switch_workspace(call: ApiCall) -> dict[str, Any]:
     session = call.require_session()
     call.sessions.switch_workspace(session, call.body["workspace"])
-    return {"workspace": call.body["workspace"]}
+    # The token of the new workspace: the one the next writes send (the old one is refused from now on).
+    return {"workspace": call.body["workspace"], "csrf_token": workspace_token(session, call.body["workspace"])}
 
 
 #: Text the store can look up: no NUL (refused as invalid input, so the document must not call it valid).
@@ -130,7 +139,9 @@ API_ROUTES = [
              "(the twin of the pages' workspace switcher).", _switch_workspace, method="POST", callers=HUMANS,
              body={"type": "object", "required": ["workspace"], "additionalProperties": False,
                    "properties": {"workspace": {"type": "string", "pattern": f"^{NAME_PATTERN.pattern}$"}}},
-             response={"type": "object", "required": ["workspace"], "properties": {"workspace": {"type": "string"}}}),
+             response={"type": "object", "required": ["workspace", "csrf_token"],
+                       "properties": {"workspace": {"type": "string"}, "csrf_token": {"type": "string"}}},
+             any_workspace=True),
     ApiRoute("/api/queue", "The review queue: each kind's count and oldest item, and one page of one kind "
              "(the twin of the page /).",
              lambda call: queue(call.app, call.actor, kind=call.query.get("kind") or "drafts",
@@ -404,7 +415,8 @@ async def api_caller(app: Armarius, sessions: WebSessions, request: Request, rou
         request.scope[HUMAN_CALLER_SCOPE_KEY] = True  # errors are then worded for a person, not an agent
         session = await anyio.to_thread.run_sync(sessions.resolve, request.cookies[SESSION_COOKIE])
         if route.method != "GET":
-            check_csrf(session, request.headers.get(CSRF_HEADER))
+            check_workspace_token(session, request.headers.get(CSRF_HEADER), any_workspace=route.any_workspace,
+                                  api=True)
         actor = session.actor
     else:
         raise Unauthenticated("Send an agent token as 'Authorization: Bearer <token>', or log in to the web pages "
@@ -422,8 +434,11 @@ async def _json_body(request: Request, route: ApiRoute) -> Any:
     if content_type != "application/json":
         raise InvalidInput("Send the body as JSON (Content-Type: application/json).", field="body")
     length = request.headers.get("content-length", "")
-    if not length.isdigit() or int(length) > BODY_MAX_BYTES:
+    if not length.isdigit():
         raise InvalidInput(f"A body may have at most {BODY_MAX_BYTES} bytes, with its length stated.", field="body")
+    if int(length) > BODY_MAX_BYTES:  # refused before a byte is read (errors.md: request_too_large)
+        raise RequestTooLarge(f"A body may have at most {BODY_MAX_BYTES} bytes; this one declares {int(length)}.",
+                              limit=BODY_MAX_BYTES)
     try:
         body = json.loads(await request.body())
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -443,7 +458,11 @@ def api_routes(app: Armarius, sessions: WebSessions) -> list[Route]:
     def endpoint(route: ApiRoute) -> Callable[[Request], Any]:
         async def handle(request: Request) -> JSONResponse:
             actor, session = await api_caller(app, sessions, request, route)
-            body = await _json_body(request, route)
+            try:
+                body = await _json_body(request, route)
+            except RequestTooLarge as error:  # the body is never read: nothing more on this connection
+                return JSONResponse({"error": error.to_dict(for_agent=session is None)}, status_code=error.http_status,
+                                    headers={"Connection": "close"})
             call = ApiCall(app=app, actor=actor, path=dict(request.path_params), query=request.query_params,
                            body=body, sessions=sessions, session=session)
             return JSONResponse(await anyio.to_thread.run_sync(route.call, call), headers=NO_STORE)
@@ -499,6 +518,10 @@ def openapi_document() -> dict[str, Any]:
             operation["responses"]["400"] = _error_response("Invalid parameters or body")
         for status, description in route.errors:
             operation["responses"][str(status)] = _error_response(description)
+        if Kind.HUMAN in route.callers and route.method != "GET" and not route.any_workspace:
+            stale = "the CSRF token was read in another workspace than the login's current one"
+            known = operation["responses"].get("409", {}).get("description")
+            operation["responses"]["409"] = _error_response(f"{known}; or {stale}" if known else stale.capitalize())
         if route.parameters:
             operation["parameters"] = list(route.parameters)
         if route.body is not None:
@@ -519,7 +542,8 @@ def openapi_document() -> dict[str, Any]:
                 "session": {"type": "apiKey", "in": "cookie", "name": SESSION_COOKIE,
                             "description": "A person's web login (log in at /login)."},
                 "csrf": {"type": "apiKey", "in": "header", "name": CSRF_HEADER,
-                         "description": "The web session's CSRF token (the pages' <meta name=\"csrf-token\">)."},
+                         "description": "The web session's CSRF token of the workspace it works in (the pages' "
+                                        "<meta name=\"csrf-token\">, or the answer of POST /api/workspace)."},
             },
             "schemas": {"Error": {
                 "type": "object",

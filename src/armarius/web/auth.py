@@ -5,10 +5,18 @@ Agents present ``Authorization: Bearer <token>`` on /mcp and /api. Humans log in
 SameSite=Lax, Path=/, and Secure when the request came over https (directly, or through a proxy
 on this machine that sends ``X-Forwarded-Proto``, which uvicorn honours). An agent token never
 opens a page (:func:`refuse_agent_tokens`).
+
+A person's forms and JSON writes carry a CSRF token bound to the workspace the page was shown in
+(:func:`workspace_token`, checked by :func:`check_workspace_token`): a page of workspace A, posted
+after the login switched to workspace B (in another tab), is refused with 409 and does nothing, since
+its slugs, unit names and revisions would name B's things, which the person never saw.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import re
 from typing import Any
 
@@ -22,8 +30,9 @@ from starlette.types import Scope
 
 from armarius.app import Armarius
 from armarius.auth.model import Actor
-from armarius.auth.secrets import TOKEN_PREFIX
-from armarius.errors import NotAllowed, Unauthenticated
+from armarius.auth.secrets import TOKEN_PREFIX, digests_match
+from armarius.auth.web_sessions import WebSession
+from armarius.errors import Conflict, NotAllowed, Unauthenticated
 
 ACTOR_SCOPE_KEY = "armarius.actor"
 #: The web login session's cookie (its value is the session secret; the store keeps its SHA-256).
@@ -31,6 +40,10 @@ SESSION_COOKIE = "armarius_session"
 #: An agent token in any header: ``arm_`` and the 43 characters of its secret (just the prefix would also
 #: match a cookie named ``swarm_id`` or a Referer of ``/entries?q=farm_``; no secret of the pages is this long).
 _AGENT_TOKEN = re.compile(re.escape(TOKEN_PREFIX).encode("ascii") + rb"[A-Za-z0-9_-]{43}")
+#: What a page's CSRF token authenticates, under the login's CSRF secret: this label and a workspace's name.
+_WORKSPACE_TOKEN_LABEL = b"armarius page token of workspace\x00"
+#: The longest CSRF token read: a workspace name (64 characters), ":" and 43 of the MAC, with room to spare.
+_WORKSPACE_TOKEN_MAX = 200
 
 
 def bearer_token(headers: Headers) -> str:
@@ -93,3 +106,54 @@ def set_session_cookie(response: Response, request: Request, secret: str) -> Non
 def clear_session_cookie(response: Response, request: Request) -> None:
     response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="lax",
                            secure=request.url.scheme == "https")
+
+
+# CSRF tokens bound to a workspace -------------------------------------------------------------------
+
+
+def workspace_token(session: WebSession, workspace: str | None = None) -> str:
+    """The CSRF token of the pages shown in ``workspace`` (None: the session's current one): the workspace's
+    name, ``:`` and an HMAC-SHA256 of it under the login's CSRF secret (which the store keeps with the session,
+    so every server process derives the same token). Every form of a page (the ``csrf`` field) and its
+    ``<meta name="csrf-token">`` carry the token of the workspace the page was rendered in."""
+    name = session.actor.workspace if workspace is None else workspace
+    return f"{name}:{_workspace_mac(session, name)}"
+
+
+def _workspace_mac(session: WebSession, workspace: str) -> str:
+    message = _WORKSPACE_TOKEN_LABEL + workspace.encode("utf-8", "surrogatepass")
+    digest = hmac.new(session.csrf_token.encode("utf-8"), message, hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def check_workspace_token(session: WebSession, presented: str | None, *, any_workspace: bool = False,
+                          api: bool = False) -> None:
+    """Refuse a form or a person's JSON write whose CSRF token is not one this login issued (403 ``not_allowed``,
+    ``reason: csrf``), or was issued for another workspace than the one the login works in now (409
+    ``conflict``, ``reason: workspace_changed``): a page of workspace A posted after a switch to B would act on
+    B's entry or unit of the same name, which the person never saw. ``any_workspace``: a form that names its
+    own target and is not about a workspace's content (log out, switch workspace) is taken from a page of any
+    workspace of the login."""
+    name, separator, mac = (presented or "").rpartition(":")
+    if (not separator or not presented or len(presented) > _WORKSPACE_TOKEN_MAX
+            or not digests_match(_workspace_mac(session, name), mac)):
+        raise NotAllowed(
+            "The form's security token is missing or does not match your login (it changes when you log in "
+            "again). Reload the page and submit it again.",
+            reason="csrf",
+        )
+    current = session.actor.workspace
+    if any_workspace or name == current:
+        return
+    if api:
+        message = (f"This CSRF token was read in workspace {name}, but your login now works in workspace "
+                   f"{current} (it was switched meanwhile, in another tab perhaps), so nothing was done: the names "
+                   f"you send would act on {current}'s things. Check what you act on in {current} and send its "
+                   f"token (a page's <meta name=\"csrf-token\">, or the answer of POST /api/workspace), or switch "
+                   f"back to {name} first.")
+    else:
+        message = (f"This page belongs to workspace {name}, but you now work in workspace {current} (you switched "
+                   f"in another tab or window), so nothing was done: it would have acted on {current}'s entry or "
+                   f"unit of that name, which this page did not show you. Reload the page to see {current}'s, or "
+                   f"switch back to {name} first.")
+    raise Conflict(message, reason="workspace_changed", shown_in=name, workspace=current)

@@ -34,6 +34,16 @@ What the gate does before a handler runs, on every request:
 - **CSRF on every form** (``web.action``): the urlencoded body must carry the session's token in
   the field ``csrf``; missing or wrong: 403, and the handler is never called. Templates put the
   field in with ``{{ csrf_field }}`` (or the ``post_button`` macro of ``macros.html``).
+- **Every form is bound to the workspace its page was shown in**: the token in ``csrf_field`` (and
+  in ``<meta name="csrf-token">``) is the one of the page's workspace
+  (:func:`~armarius.web.auth.workspace_token`). A form posted after the login switched to another
+  workspace (in another tab) is refused with 409 ``conflict`` ("This page belongs to workspace A,
+  but you now work in workspace B …"), and the handler is never called: its slug, unit name or
+  revision would name B's thing, which the page never showed. Only a form that names its own
+  target and acts on no workspace's content passes ``any_workspace=True`` (log out, switch).
+- **Form text is UTF-8**: a field whose percent-encoded bytes are not UTF-8 is refused (400
+  ``invalid_input``) after the CSRF check, never stored with replacement characters; a body longer
+  than ``FORM_MAX_BYTES`` is refused with 413 ``request_too_large`` before it is read.
 - **Handlers are plain functions run in a worker thread**, so they call the services directly,
   exactly as the CLI does: ``view.app.<service>.<function>(view.actor, …)``. Never check
   permissions in the page: the service does, and its refusal becomes the error page.
@@ -102,11 +112,19 @@ from starlette.routing import Route, compile_path
 from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Kind
-from armarius.auth.web_sessions import Flash, WebSession, WebSessions, check_csrf
-from armarius.errors import ArmariusError, InternalError, InvalidInput, NotFound, Unauthenticated, echo
+from armarius.auth.web_sessions import Flash, WebSession, WebSessions
+from armarius.errors import (
+    ArmariusError,
+    InternalError,
+    InvalidInput,
+    NotFound,
+    RequestTooLarge,
+    Unauthenticated,
+    echo,
+)
 from armarius.evidence.model import BODY_MAX_BYTES as EVIDENCE_BODY_MAX_BYTES
 from armarius.textview import REVEAL_NOTE
-from armarius.web.auth import SESSION_COOKIE, refuse_agent_tokens
+from armarius.web.auth import SESSION_COOKIE, check_workspace_token, refuse_agent_tokens, workspace_token
 from armarius.web.pages.filters import FILTERS
 
 logger = logging.getLogger("armarius.web")
@@ -181,14 +199,18 @@ class Web:
 
         return PageRoute(path, endpoint, methods=["GET"], name=name)
 
-    def action(self, path: str, handler: Handler, *, name: str | None = None) -> Route:
-        """A form POST for a logged-in human, refused (403, nothing done) without the session's CSRF token."""
+    def action(self, path: str, handler: Handler, *, name: str | None = None, any_workspace: bool = False) -> Route:
+        """A form POST for a logged-in human, refused (403, nothing done) without the session's CSRF token, and
+        (409, nothing done) when its page was shown in another workspace than the login's current one.
+        ``any_workspace``: only for a form that names its own target and acts on no workspace's content (log
+        out, switch workspace)."""
         async def endpoint(request: Request) -> Response:
-            return await self._serve(request, handler, posted=True)
+            return await self._serve(request, handler, posted=True, any_workspace=any_workspace)
 
         return PageRoute(path, endpoint, methods=["POST"], name=name)
 
-    async def _serve(self, request: Request, handler: Handler, *, posted: bool) -> Response:
+    async def _serve(self, request: Request, handler: Handler, *, posted: bool,
+                     any_workspace: bool = False) -> Response:
         try:
             refuse_agent_tokens(request)
             session = await anyio.to_thread.run_sync(self.sessions.resolve, request.cookies.get(SESSION_COOKIE, ""))
@@ -200,9 +222,13 @@ class Web:
         if posted:
             try:
                 view.form = await read_form(request)
-                check_csrf(session, view.form.get("csrf") or None)
+                check_workspace_token(session, view.form.get("csrf") or None, any_workspace=any_workspace)
+                view.form.require_text()
             except ArmariusError as error:
-                return await anyio.to_thread.run_sync(view.error, error)
+                refused = await anyio.to_thread.run_sync(view.error, error)
+                if isinstance(error, RequestTooLarge):  # the body is never read: nothing more on this connection
+                    refused.headers["Connection"] = "close"
+                return refused
         return await anyio.to_thread.run_sync(view.run, handler)
 
     def render(self, request: Request, template: str, *, status: int = 200, session: WebSession | None = None,
@@ -215,7 +241,8 @@ class Web:
                                                                                path.startswith(href + "/"))}
                     for label, href in NAVIGATION],
             "flashes": list(flashes), "reveal_note": REVEAL_NOTE,
-            "csrf_field": csrf_field(session.csrf_token) if session else Markup(""),
+            "csrf_token": workspace_token(session) if session else "",
+            "csrf_field": csrf_field(workspace_token(session)) if session else Markup(""),
             "query_url": lambda **changes: query_url(request, **changes),
         }
         html = self.templates.get_template(template).render({**base, **context})
@@ -326,6 +353,20 @@ class Form:
     def __contains__(self, name: object) -> bool:
         return any(key == name for key, _ in self._pairs)
 
+    def require_text(self) -> None:
+        """Refuse (invalid_input) a form with a field whose bytes were not UTF-8: read with ``surrogateescape``
+        (:func:`read_form`), such a name or value holds a lone surrogate, which valid UTF-8 never decodes to.
+        Called after the CSRF check, so a form from elsewhere is refused as such first."""
+        for key, value in self._pairs:
+            if _not_utf8(key) or _not_utf8(value):
+                field_name = key if not _not_utf8(key) else "form"
+                raise InvalidInput(f"The form's field {echo(field_name)} is not UTF-8 text; send it as the page "
+                                   "does (UTF-8, percent-encoded).", field=field_name)
+
+
+def _not_utf8(text: str) -> bool:
+    return any("\ud800" <= char <= "\udfff" for char in text)
+
 
 @dataclass(frozen=True)
 class Paging(Generic[T]):
@@ -407,12 +448,18 @@ async def read_form(request: Request) -> Form:
     if content_type != "application/x-www-form-urlencoded":
         return Form()  # no fields: refused by the CSRF check, nothing parsed
     length = request.headers.get("content-length", "")
-    if not length.isdigit() or int(length) > FORM_MAX_BYTES:
+    if not length.isdigit():
         raise InvalidInput(f"A form may send at most {FORM_MAX_BYTES // (1024 * 1024)} MB, with its length stated.",
                            field="form")
+    if int(length) > FORM_MAX_BYTES:  # refused before a byte is read (errors.md: request_too_large)
+        raise RequestTooLarge(f"A form may send at most {FORM_MAX_BYTES // (1024 * 1024)} MB "
+                              f"({FORM_MAX_BYTES} bytes); this one declares {int(length)}.", limit=FORM_MAX_BYTES)
     body = await request.body()
     try:
-        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False, max_num_fields=10_000)
+        # surrogateescape: a percent-encoded byte that is not UTF-8 stays recognisable (Form.require_text refuses
+        # it) instead of turning into U+FFFD, which would be stored as if the person had typed it.
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False, max_num_fields=10_000,
+                          errors="surrogateescape")
     except (UnicodeDecodeError, ValueError):
         return Form()
     return Form(pairs)

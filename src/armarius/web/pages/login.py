@@ -76,6 +76,7 @@ def routes(web: Web) -> list[BaseRoute]:
                     login_keys(web.app), expected, now=time.time()):
                 raise NotAllowed("The login form's security token is missing or expired. Reload the login page "
                                  "and try again.", reason="csrf")
+            form.require_text()
         except ArmariusError as error:
             refused = web.error_page(request, error)
             if isinstance(error, RequestTooLarge):  # the body is never read: nothing more on this connection
@@ -101,8 +102,9 @@ def routes(web: Web) -> list[BaseRoute]:
     return [
         Route("/login", login_page, methods=["GET"], name="login_page"),
         Route("/login", login, methods=["POST"], name="login"),
-        web.action("/logout", logout, name="logout"),
-        web.action("/workspace", switch_workspace, name="switch_workspace"),
+        # Both name their own target and act on no workspace's content: taken from a page of any workspace.
+        web.action("/logout", logout, name="logout", any_workspace=True),
+        web.action("/workspace", switch_workspace, name="switch_workspace", any_workspace=True),
     ]
 
 

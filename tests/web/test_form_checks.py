@@ -1,0 +1,167 @@
+"""What the server checks of a posted form itself, whatever the browser checked: the confirmation boxes of a
+session's takeover and close, a body over the forms' limit (413, as errors.md says), and text that is not
+UTF-8 (refused, never stored with replacement characters). Each refusal changes nothing."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import httpx
+import pytest
+
+from armarius.app import Armarius
+from armarius.auth.permissions import Kind, Role
+from armarius.memory.service import RememberRequest
+from armarius.web.api import BODY_MAX_BYTES as API_BODY_MAX_BYTES
+from armarius.web.pages.gate import FORM_MAX_BYTES
+from tests.helpers import OPERATOR, Team, make_team
+from tests.web.people import Person, Visitors
+from tests.web.test_gate_security import chain_events
+from tests.web.test_http_abuse import port_of, raw, status_of
+from tests.web.test_workspace_binding import store
+
+ADMIN = ("alpha-admin", "admin correct horse battery")
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+
+
+def admin_of(app: Armarius, visitors: Visitors) -> tuple[Team, Person]:
+    team = make_team(app)
+    app.directory.add_principal(ADMIN[0], Kind.HUMAN, workspace="alpha", role=Role.ADMIN, by=OPERATOR,
+                                password=ADMIN[1])
+    return team, visitors.log_in(*ADMIN, "alpha")
+
+
+def error_of(page: httpx.Response) -> tuple[str, str]:
+    """The error page's message and code."""
+    found = re.search(r'<div class="error-box" role="alert">\s*<p>(.*?)</p>\s*<p class="code">Code: <code>(\w+)</code>',
+                      page.text, re.DOTALL)
+    assert found, page.text
+    return html.unescape(found.group(1)), found.group(2)
+
+
+# The confirmation boxes ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("action", ["takeover", "close"])
+def test_a_takeover_or_close_without_its_confirmation_box_is_refused(action: str, app: Armarius,
+                                                                      visitors: Visitors) -> None:
+    team, person = admin_of(app, visitors)
+    session = int(app.sessions.open(team.agent, "An open question")["session"])
+    csrf = person.csrf()
+    before = store(app)
+    answers = [person.http.post(f"/sessions/{session}/{action}", data={"csrf": csrf, **fields})
+               for fields in ({}, {"confirm": ""}, {"confirm": "no"}, {"confirm": "on"}, {"note": "x"})]
+    for answer in answers:
+        assert answer.status_code == 400, answer.text
+        message, code = error_of(answer)
+        assert code == "invalid_input"
+        assert message.startswith("Tick the box that confirms")
+    assert store(app) == before
+    shown = app.sessions.show(team.agent, session)
+    assert (shown["owner"], shown["status"]) == ("agent:alpha-agent", "open")
+    done = person.http.post(f"/sessions/{session}/{action}", data={"csrf": csrf, "confirm": "yes"})
+    assert done.status_code == 303, done.text
+    shown = app.sessions.show(team.human, session)
+    assert (shown["owner"] if action == "takeover" else shown["status"]) == (
+        "human:alpha-admin" if action == "takeover" else "closed")
+
+
+# A body over the forms' limit --------------------------------------------------------------------------
+
+
+def test_a_form_over_its_limit_is_413_request_too_large_before_it_is_read(app: Armarius, visitors: Visitors,
+                                                                          base_url: str) -> None:
+    team = make_team(app)
+    person = visitors.log_in_team(team)
+    app.memory.remember(team.agent, RememberRequest("notes/big", "Big", "body\n"))
+    csrf = person.csrf()
+    before = store(app)
+    port = port_of(base_url)
+    head = (f"POST /entries/curate HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"Cookie: armarius_session={person.cookie}\r\n"
+            "Content-Type: application/x-www-form-urlencoded\r\n"
+            f"Content-Length: {FORM_MAX_BYTES + 1}\r\n\r\n").encode()
+    answer = raw(port, head + f"csrf={csrf}&slug=notes/big&revision=1&pad=".encode() + b"x" * 1024)
+    assert status_of(answer) == 413, answer[:400]
+    head_part, _, body = answer.partition(b"\r\n\r\n")
+    assert re.search(rb"\r\nconnection: close\r\n", head_part.lower() + b"\r\n")
+    assert b"<code>request_too_large</code>" in body
+    assert f"at most 3 MB ({FORM_MAX_BYTES} bytes)".encode() in body
+    assert store(app) == before
+    assert app.memory.read(team.agent, "notes/big")["curated"] is False
+    # At the limit a form is read as usual.
+    fields = {"csrf": csrf, "slug": "notes/big", "revision": "1"}
+    padding = "x" * (FORM_MAX_BYTES - len(str(httpx.QueryParams({**fields, "pad": ""}))))
+    done = person.http.post("/entries/curate", data={**fields, "pad": padding})
+    assert int(done.request.headers["content-length"]) == FORM_MAX_BYTES
+    assert done.status_code == 303, done.text[:300]
+    assert app.memory.read(team.agent, "notes/big")["curated"] is True
+
+
+def test_a_json_body_over_its_limit_is_413_request_too_large_before_it_is_read(app: Armarius, visitors: Visitors,
+                                                                               base_url: str) -> None:
+    team = make_team(app)
+    person = visitors.log_in_team(team)
+    app.memory.remember(team.agent, RememberRequest("notes/big", "Big", "body\n"))
+    csrf = person.csrf()
+    before = store(app)
+    port = port_of(base_url)
+    head = (f"POST /api/entries/curate HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"Cookie: armarius_session={person.cookie}\r\nX-CSRF-Token: {csrf}\r\n"
+            "Content-Type: application/json\r\n"
+            f"Content-Length: {API_BODY_MAX_BYTES + 1}\r\n\r\n").encode()
+    answer = raw(port, head + b'{"slug": "notes/big", "revision": 1, "pad": "' + b"x" * 1024)
+    assert status_of(answer) == 413, answer[:400]
+    head_part, _, body = answer.partition(b"\r\n\r\n")
+    assert re.search(rb"\r\nconnection: close\r\n", head_part.lower() + b"\r\n")
+    error = json.loads(body)["error"]
+    assert (error["code"], error["details"]) == ("request_too_large", {"limit": API_BODY_MAX_BYTES})
+    assert store(app) == before
+
+
+# Text that is not UTF-8 ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("encoded", ["%FF%FE", "ok%C3", "%ED%A0%80", "%C0%AF"])
+def test_a_field_that_is_not_utf8_is_refused_not_stored_with_replacement_characters(
+        encoded: str, app: Armarius, visitors: Visitors) -> None:
+    team = make_team(app)
+    person = visitors.log_in_team(team)
+    proposal = int(app.drafts.propose(team.agent, {"slug": "notes/one", "title": "One", "text": "x"})["proposal"])
+    csrf = person.csrf()
+    before, events = store(app), len(chain_events(app, "alpha"))
+    refused = person.http.post(f"/drafts/proposals/{proposal}/reject", content=f"csrf={csrf}&note={encoded}".encode(),
+                               headers=FORM)
+    named = person.http.post(f"/drafts/proposals/{proposal}/reject", content=f"csrf={csrf}&n{encoded}=x".encode(),
+                             headers=FORM)
+    for answer in (refused, named):
+        assert answer.status_code == 400, answer.text
+        message, code = error_of(answer)
+        assert code == "invalid_input"
+        assert "is not UTF-8 text" in message
+    assert "'note'" in error_of(refused)[0]
+    assert store(app) == before
+    assert len(chain_events(app, "alpha")) == events
+    assert app.drafts.proposal(team.human, proposal)["status"] == "pending"
+    # Without the page's token the form is refused as such first; valid UTF-8 is taken as typed.
+    forged = person.http.post(f"/drafts/proposals/{proposal}/reject", content=f"note={encoded}".encode(), headers=FORM)
+    assert forged.status_code == 403
+    done = person.http.post(f"/drafts/proposals/{proposal}/reject", content=f"csrf={csrf}&note=%C3%A9t%C3%A9".encode(),
+                            headers=FORM)
+    assert done.status_code == 303, done.text
+    assert app.drafts.proposal(team.human, proposal)["status"] == "rejected"
+
+
+def test_a_login_with_a_password_that_is_not_utf8_is_refused(app: Armarius, visitors: Visitors) -> None:
+    make_team(app)
+    http = visitors.client()
+    page = http.get("/login")
+    token = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert token
+    answer = http.post("/login", content=f"csrf={token.group(1)}&workspace=alpha&name=alpha-human&password=%FF"
+                       .encode(), headers=FORM)
+    assert answer.status_code == 400, answer.text
+    assert error_of(answer)[1] == "invalid_input"
+    assert "armarius_session" not in http.cookies
