@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,6 +33,14 @@ ADMINS = {"alpha-admin": "admin correct horse battery", "alpha-admin-2": "second
 #: The tables a refusal must leave as they were (audit_events by its length).
 TABLES = ("repairs", "repair_events", "pending_operations", "entries", "entry_revisions", "evidence_units",
           "evidence_revisions", "sessions", "session_checkpoints")
+
+#: Every character but the line feed that str.splitlines() ends a line at, and its marker as the draft page
+#: shows it (tests/web/test_repair_display.py checks the list against str.splitlines()).
+MARKERS = {"\x0b": "⟦U+000B LINE TABULATION⟧", "\x0c": "⟦U+000C FORM FEED⟧", "\r": "⟦U+000D CARRIAGE RETURN⟧",
+           "\x1c": "⟦U+001C CONTROL⟧", "\x1d": "⟦U+001D CONTROL⟧", "\x1e": "⟦U+001E CONTROL⟧",
+           "\x85": "⟦U+0085 CONTROL⟧", "\u2028": "⟦U+2028 LINE SEPARATOR⟧",
+           "\u2029": "⟦U+2029 PARAGRAPH SEPARATOR⟧"}
+SEPARATORS = list(MARKERS)
 
 
 @dataclass
@@ -87,6 +96,20 @@ class Desk:
         self.app.evidence.create(self.human, name, title, body)
         self.app.evidence.review(self.human, name, 1)
         self.app.evidence.activate(self.admin, name, 1)
+
+
+def costly_repair(desk: Desk, slug: str = "ops/many-lines") -> tuple[str, int]:
+    """An entry of 21,000 short lines, each repeated just under difflib's junk threshold (~21,000 / 100 times),
+    and a repair of it with five alternatives of the same lines shuffled: a line-by-line diff of each would cost
+    seconds of CPU. The entry's body and the repair."""
+    chosen = random.Random(7)
+    count = 21_000
+    kinds = count // 100 - 5
+    current = "\n".join(f"{index % kinds:x}" for index in range(count))
+    desk.app.memory.remember(desk.agent, RememberRequest(slug, "Big", current, tags=[]))
+    alternatives = [desk.alternative("\n".join(f"{chosen.randrange(kinds):x}" for _ in range(count)), name=slug,
+                                     title="Big") for _ in range(5)]
+    return current, int(desk.prepare(desk.open_session(), *alternatives)["repair"])
 
 
 def make_desk(app: Armarius) -> Desk:

@@ -10,7 +10,7 @@ import pytest
 
 from armarius.auth.permissions import Kind, Role
 from armarius.canonical import canonical_json
-from armarius.errors import Conflict, InvalidInput, NotAllowed, NotFound, SessionClosed
+from armarius.errors import Conflict, InvalidInput, NotAllowed, NotFound, SessionClosed, StorageUnavailable
 from armarius.memory.service import RememberRequest
 from armarius.repairs import views
 from tests.helpers import OPERATOR, OwnerSQL, make_team
@@ -273,6 +273,36 @@ def test_an_administrator_takes_another_principals_open_session_over_first(desk:
     assert applied["status"] == "active"
     history = desk.app.sessions.history(desk.admin, session)
     assert (history["owner"], history["checkpoints"][-1]["event"]) == ("human:alpha-admin", "taken_over")
+
+
+@pytest.mark.parametrize("kind", ["entry", "evidence"])
+def test_an_apply_that_fails_after_its_takeover_takes_nothing_over(desk: Desk, monkeypatch: pytest.MonkeyPatch,
+                                                                  kind: str) -> None:
+    """The takeover is made in the transaction that records the decision: a step that fails after it there (the
+    database busy) rolls it back with everything else. The session stays the agent's, the audit log as it was."""
+    session = desk.open_session()
+    repair = desk.prepare(session, desk.alternative() if kind == "entry" else desk.unit_alternative())["repair"]
+    busy = StorageUnavailable("The database is busy; try again in a moment.")
+    with monkeypatch.context() as patch:
+        if kind == "entry":
+            def write_chosen(*_args: Any, **_kwargs: Any) -> None:
+                raise busy
+
+            patch.setattr(desk.app.memory, "write_chosen", write_chosen)
+        else:
+            real = desk.app.evidence.current
+
+            def current(actor: Any, name: str, *, within: Any = None, lock: bool = False) -> Any:
+                if within is not None:  # the decision's transaction, after the takeover
+                    raise busy
+                return real(actor, name, lock=lock)
+
+            patch.setattr(desk.app.evidence, "current", current)
+        with changes_nothing(desk, StorageUnavailable):
+            desk.app.repairs.apply(desk.admin, repair, "opt-1", take_over=True)
+    assert desk.app.sessions.show(desk.admin, session)["owner"] == "agent:alpha-agent"
+    assert desk.app.repairs.apply(desk.admin, repair, "opt-1", take_over=True)["status"] == "active"
+    assert desk.app.sessions.show(desk.admin, session)["owner"] == "human:alpha-admin"
 
 
 def test_a_target_changed_since_preparation_makes_the_repair_superseded_and_writes_nothing(desk: Desk) -> None:

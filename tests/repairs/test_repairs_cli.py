@@ -9,9 +9,21 @@ from typing import Any
 from click.testing import Result
 
 from armarius.config import Settings
+from armarius.memory.service import RememberRequest
+from armarius.repairs import compare
 from armarius.textview import REVEAL_NOTE
 from tests.cli.test_cli import Cli
-from tests.repairs.conftest import ADMINS, CORRECT_BODY, ENTRY, UNIT, Desk
+from tests.repairs.conftest import (
+    ADMINS,
+    CORRECT_BODY,
+    ENTRY,
+    ENTRY_BODY,
+    MARKERS,
+    SEPARATORS,
+    UNIT,
+    Desk,
+    costly_repair,
+)
 
 PASSWORDS = {"alpha-human": "alpha-correct horse battery", **ADMINS}
 RLO = "\u202e"
@@ -94,3 +106,48 @@ def test_an_unknown_repair_is_not_found(desk: Desk) -> None:
     result = run(desk.app.settings, "--json", "memory", "repair-show", "99")
     assert result.exit_code == 5
     assert json.loads(result.stderr)["error"]["details"] == {"repair": 99}
+
+
+def test_repair_show_marks_every_line_separator_inside_its_line(desk: Desk) -> None:
+    """As the draft page and the repair page show them: split at line feeds only, every other separator marked."""
+    slug = "ops/wire-instructions"
+    current = "".join(f"Pay account 1234.{char}Pay account 6666.\n" for char in SEPARATORS)
+    desk.app.memory.remember(desk.agent, RememberRequest(slug, "Wire instructions", current, tags=[]))
+    session = desk.open_session()
+    result = "".join(f"Pay account 1234.{char}Pay account 7777.\n" for char in SEPARATORS)
+    repair = str(desk.prepare(session, desk.alternative(result, name=slug, title="Wire instructions"))["repair"])
+    shown = run(desk.app.settings, "memory", "repair-show", repair)
+    assert shown.exit_code == 0, shown.stderr
+    assert not [char for char in SEPARATORS if char in shown.stdout]
+    lines = shown.stdout.split("\n")
+    for char, marker in MARKERS.items():
+        assert f"   -Pay account 1234.{marker}Pay account 6666." in lines, repr(char)
+        assert f"   +Pay account 1234.{marker}Pay account 7777." in lines, repr(char)
+        assert f"   | Pay account 1234.{marker}Pay account 7777." in lines, repr(char)
+    assert REVEAL_NOTE in shown.stdout
+    own = desk.open_session(owner=desk.human)
+    target = run(desk.app.settings, "memory", "repair-target", slug, "--session", str(own))
+    assert target.exit_code == 0, target.stderr
+    assert not [char for char in SEPARATORS if char in target.stdout]
+    assert f"Pay account 1234.{MARKERS[chr(0x2028)]}Pay account 6666." in target.stdout.split("\n")
+
+
+def test_repair_show_marks_an_alternative_that_only_adds_the_final_line_break(desk: Desk) -> None:
+    repair = str(desk.prepare(desk.open_session(), desk.alternative(ENTRY_BODY + "\n"))["repair"])
+    shown = run(desk.app.settings, "memory", "repair-show", repair)
+    assert f"   -{ENTRY_BODY}\n   \\ No line break at the end\n   +{ENTRY_BODY}\n" in shown.stdout
+    assert "   Resulting content in full (ends with a line break):" in shown.stdout
+
+
+def test_repair_show_of_a_diff_crafted_to_be_costly_prints_both_contents_in_full_instead(desk: Desk) -> None:
+    _, repair = costly_repair(desk)
+    shown = run(desk.app.settings, "memory", "repair-show", str(repair))
+    assert shown.exit_code == 0, shown.stderr
+    alternatives = desk.app.repairs.show(desk.admin, repair)["alternatives"]
+    contents = [compare.content_lines(item[side]) for item in alternatives for side in ("current", "result")]
+    assert len(shown.stdout.split("\n")) < sum(map(len, contents)) + 100, "each content once, no diff"
+    assert shown.stdout.count("Too many lines differ or repeat to compare line by line") == 5
+    for item in alternatives:
+        for side, heading in (("current", "Current content in full"), ("result", "Resulting content in full")):
+            block = "\n".join(f"   | {line}" for line in compare.content_lines(item[side]))
+            assert f"{heading} (no line break at the end):\n{block}\n" in shown.stdout

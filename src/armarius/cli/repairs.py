@@ -6,13 +6,13 @@ each alternative's complete current and resulting content and their diff, and de
 
 The commands open the application without the research configuration: a repair never queries a source,
 and a missing repository must not stop a human from deciding. Every text an agent may have written
-(conflicts, titles, bodies, rationales, comments) is printed through :func:`armarius.textview.reveal`;
-``--json`` prints the service's answer unchanged.
+(conflicts, titles, bodies, rationales, comments) is printed through :func:`armarius.textview.reveal`,
+bodies split at line feeds only (every other line separator shows as its marker), and a diff's cost and
+length are bounded (:mod:`armarius.repairs.compare`); ``--json`` prints the service's answer unchanged.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 from typing import Any
 
@@ -23,6 +23,7 @@ from armarius.auth.model import Actor
 from armarius.cli.context import NUMBER, CliContext, counted, format_table, pass_cli
 from armarius.cli.human import acting_human, human_options, with_reveal_note
 from armarius.errors import NotFound
+from armarius.repairs import compare
 from armarius.repairs.model import Status, TargetKind
 from armarius.textview import reveal
 
@@ -43,27 +44,27 @@ def _status(view: dict[str, Any]) -> str:
     return f"{view['status']} ({', '.join(flags)})" if flags else view["status"]
 
 
-def _content(content: dict[str, Any]) -> list[str]:
-    lines = [f"# {content['title']}"]
-    if "tags" in content:
-        lines.append(f"tags: {', '.join(content['tags']) or '-'}")
-    return [*lines, "", *content["body"].splitlines()]
-
-
 def _alternative(item: dict[str, Any], kind_note: str) -> tuple[list[str], list[str]]:
-    """An alternative as a human compares it: target, rationale, the diff, then the complete result."""
-    target = item["target"]
-    diff = difflib.unified_diff(_content(item["current"]), _content(item["result"]), lineterm="",
-                                fromfile=f"{target['name']}@{target['revision']} (current)",
-                                tofile=f"{target['name']} ({item['option']})")
-    shown = [item["rationale"], *_content(item["current"]), *_content(item["result"])]
-    return [
+    """An alternative as a human compares it: target, rationale, the diff, then the complete result (and the
+    complete current content when the diff is not shown line by line)."""
+    target, current, result = item["target"], item["current"], item["result"]
+    diff = compare.diff(current, result, fromfile=f"{target['name']}@{target['revision']} (current)",
+                        tofile=f"{target['name']} ({item['option']})")
+    shown = [item["rationale"], compare.content_text(current), compare.content_text(result)]
+    lines = [
         f"== {item['option']}: {target['kind']} {target['name']} at revision {target['revision']}{kind_note}",
         f"   Rationale: {reveal(item['rationale'])}",
         "   Changes:",
-        *(f"   {reveal(line)}" for line in diff),
-        "   Resulting content in full:",
-        *(f"   | {reveal(line)}" for line in _content(item["result"])),
+        *(f"   {reveal(line)}" for line in diff.lines),
+    ]
+    if diff.note:
+        lines += [f"   {diff.note}",
+                  f"   Current content in full ({compare.ending(current)}):",
+                  *(f"   | {reveal(line)}" for line in compare.content_lines(current))]
+    return [
+        *lines,
+        f"   Resulting content in full ({compare.ending(result)}):",
+        *(f"   | {reveal(line)}" for line in compare.content_lines(result)),
         "",
     ], shown
 
@@ -126,7 +127,8 @@ def repair_target(cli: CliContext, name: str, session_id: int, kind: str, worksp
     """The complete current content and revision of an entry or evidence unit, to prepare a repair against."""
     with acting_human(cli, workspace, principal, password) as (app, actor):
         current = app.repairs.target(actor, session_id, kind, name)
-    lines = [f"{kind} {name} at revision {current['revision']}", *(reveal(line) for line in _content(current))]
+    lines = [f"{kind} {name} at revision {current['revision']} ({compare.ending(current)})",
+             *(reveal(line) for line in compare.content_lines(current))]
     cli.emit(current, text=with_reveal_note("\n".join(lines), current["title"], current["body"]))
 
 

@@ -1,7 +1,8 @@
 """Applying a repair of an evidence unit: steps that each commit, so a crash between any two is recovered
 from the receipt alone.
 
-1. **Record the choice** (one transaction): the repair becomes ``applying`` with the chosen option, the
+1. **Record the choice** (one transaction, with the session's takeover when one is asked for and needed, after
+   the repair is locked and found still proposed): the repair becomes ``applying`` with the chosen option, the
    complete correction (the unit's next revision and the exact bytes of its file), the base revision's
    file fingerprint and the correction's. Before that, the other active units' files are checked (see
    :func:`file_problems`), and the target's file against its active fingerprint: a mismatch refuses, names
@@ -59,11 +60,9 @@ def apply_evidence(service: RepairService, actor: Actor, row: dict[str, Any], pi
             raise refusals.files_changed(problems)
         correction = evidence.correction(actor, name, base_revision=prepared, title=result["title"],
                                          body=result["body"], via=f"repair {repair_id}")
-    if take_over:
-        service.take_over(actor, repair_id)
     with service.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
         at = iso_utc(service.clock())
-        row = service.locked_for_decision(tx, actor, repair_id)
+        row = service.locked_for_decision(tx, actor, repair_id, take_over=take_over, at=at)
         chosen = {"chosen_option": picked["option"], "decided_by": actor.audit_name}
         current = evidence.current(actor, name, within=tx).revision
         moved = correction is None or current != prepared

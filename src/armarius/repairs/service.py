@@ -18,7 +18,6 @@ into the session's evidence folder (run right after the commit; a failure leaves
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,7 +28,7 @@ from armarius.audit import chain as audit
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
 from armarius.canonical import canonical_json
-from armarius.errors import Conflict, InvalidInput, NotAllowed, NotFound, SessionClosed
+from armarius.errors import Conflict, InvalidInput, NotAllowed, NotFound
 from armarius.memory.model import REASON_MAX
 from armarius.memory.service import MemoryService
 from armarius.repairs import queries, refusals, views
@@ -243,8 +242,9 @@ class RepairService:
     def apply(self, actor: Actor, repair_id: int, option: Any, *, take_over: bool = False,
               continue_pending: bool = False) -> dict[str, Any]:
         """Apply the chosen option (an administrator with memory.manage or evidence.manage). An open session of
-        another principal must be taken over first (``take_over`` does it, recorded). A target whose revision
-        moved since preparation makes the repair ``superseded``: nothing is written, and the answer says so.
+        another principal must be taken over first: ``take_over`` does it, recorded, in the transaction that
+        records the decision, so a refused apply takes nothing over. A target whose revision moved since
+        preparation makes the repair ``superseded``: nothing is written, and the answer says so.
         ``continue_pending``: an evidence correction is saved and activation left pending on purpose."""
         self._require_applier(actor)
         with self.database.transaction(workspace_id=actor.workspace_id) as tx:
@@ -264,13 +264,12 @@ class RepairService:
         return {**view, "written": view["status"] in (Status.ACTIVE, Status.PENDING_ACTIVATION)}
 
     def _apply_entry(self, actor: Actor, row: Row, picked: dict[str, Any], *, take_over: bool) -> dict[str, Any]:
-        """The curated revision, the repair's move to ``active`` and the receipt: one transaction."""
+        """The takeover (if asked), the curated revision, the repair's move to ``active`` and the receipt: one
+        transaction."""
         target, result, repair_id = picked["target"], picked["result"], row["id"]
-        if take_over:
-            self.take_over(actor, repair_id)
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
             at = iso_utc(self.clock())
-            row = self.locked_for_decision(tx, actor, repair_id)
+            row = self.locked_for_decision(tx, actor, repair_id, take_over=take_over, at=at)
             reason = f"Archive repair {repair_id} ({picked['option']}): {picked['rationale']}"[:REASON_MAX]
             try:
                 saved = self.memory.write_chosen(actor, target["name"], target["revision"], result["title"],
@@ -324,17 +323,21 @@ class RepairService:
 
     # Steps shared with the evidence publication ----------------------------------------------------
 
-    def locked_for_decision(self, tx: Tx, actor: Actor, repair_id: int) -> Row:
+    def locked_for_decision(self, tx: Tx, actor: Actor, repair_id: int, *, take_over: bool, at: str) -> Row:
         """The repair locked for the actor's decision: still proposed, in a session the actor may decide in (a
-        closed one, or one the actor owns: another principal's open session is taken over first)."""
+        closed one, or one the actor owns). Another principal's open session is refused, or with ``take_over``
+        taken over here, in the decision's own transaction (``tx``), after the repair is locked and found still
+        proposed: a decision refused then or later (the transaction rolls back) takes nothing over."""
         row = self.readable(tx, actor, repair_id, lock=True)
         if row["status"] != Status.PROPOSED:
             raise refusals.not_proposed(repair_id, row["status"])
         session = self.sessions.state(actor, row["session_id"], within=tx)
         if session["status"] != "closed" and session["owner_id"] != actor.principal_id:
-            raise NotAllowed(f"Session {row['session_id']} belongs to {session['owner']}: take it over first "
-                             "(repair-apply --take-over, or armarius sessions takeover), so that the receipt names "
-                             "you.", session=row["session_id"], owner=session["owner"])
+            if not take_over:
+                raise NotAllowed(f"Session {row['session_id']} belongs to {session['owner']}: take it over first "
+                                 "(repair-apply --take-over, or armarius sessions takeover), so that the receipt "
+                                 "names you.", session=row["session_id"], owner=session["owner"])
+            self.sessions.take_over_within(tx, actor, row["session_id"], at=at)
         return row
 
     def supersede(self, tx: Tx, actor: Actor, row: Row, target: dict[str, Any], *, at: str, current: int | None,
@@ -410,18 +413,6 @@ class RepairService:
         if not actor.can(Permission.MEMORY_MANAGE) and not actor.can(Permission.EVIDENCE_MANAGE):
             actor.require_human(Permission.MEMORY_MANAGE, "apply a repair")
 
-    def take_over(self, actor: Actor, repair_id: int) -> None:
-        """Make the repair's session the actor's (recorded by the session) unless it is closed or theirs: the
-        last step before a decision is recorded, so that a refusal before it changes nothing."""
-        with self.database.transaction(workspace_id=actor.workspace_id) as tx:
-            row = self.readable(tx, actor, repair_id)
-            if row["status"] != Status.PROPOSED:  # decided meanwhile: nothing to take over for
-                raise refusals.not_proposed(repair_id, row["status"])
-            session_id = row["session_id"]
-            session = self.sessions.state(actor, session_id, within=tx)
-        if session["status"] != "closed" and session["owner_id"] != actor.principal_id:
-            with contextlib.suppress(SessionClosed):  # closed meanwhile: a closed session needs no takeover
-                self.sessions.take_over(actor, session_id)
 
 
 def _listing_scope(actor: Actor, status: str | None) -> int | None:

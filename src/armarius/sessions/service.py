@@ -389,13 +389,18 @@ class SessionService:
         """An administrator makes another principal's session their own, so that what follows names them."""
         actor.require_human(Permission.SESSIONS_TAKEOVER, "take over a session")
         with self.database.transaction(workspace_id=actor.workspace_id, write=True) as tx:
-            at = iso_utc(self.clock())
-            row = self._not_closed(tx, session_id)
-            if row["owner_id"] != actor.principal_id:
-                queries.update_session(tx, session_id, at=at, owner_id=actor.principal_id, owner=actor.audit_name)
-                _transition(tx, actor, session_id, Event.TAKEN_OVER, status=row["status"], reason=row["reason"], at=at,
-                            details={"from": row["owner"], "to": actor.audit_name})
+            self.take_over_within(tx, actor, session_id, at=iso_utc(self.clock()))
             return self._view(tx, self._row(tx, session_id))
+
+    def take_over_within(self, tx: Tx, actor: Actor, session_id: int, *, at: str) -> None:
+        """:meth:`take_over` in the caller's write transaction, which records it with its own decision or not at
+        all (an archive repair's apply: a refused apply takes nothing over)."""
+        actor.require_human(Permission.SESSIONS_TAKEOVER, "take over a session")
+        row = self._not_closed(tx, session_id)
+        if row["owner_id"] != actor.principal_id:
+            queries.update_session(tx, session_id, at=at, owner_id=actor.principal_id, owner=actor.audit_name)
+            _transition(tx, actor, session_id, Event.TAKEN_OVER, status=row["status"], reason=row["reason"], at=at,
+                        details={"from": row["owner"], "to": actor.audit_name})
 
     def raise_budget(self, actor: Actor, session_id: int, budget: int) -> dict[str, Any]:
         """A human gives a session more actions (up to the ceiling); never fewer."""

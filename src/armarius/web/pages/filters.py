@@ -12,17 +12,20 @@ needs ``|safe``:
   "in 2 hours".
 - ``{{ unified_diff_text | diff }}`` or ``{{ old_text | diff(new_text) }}``: a ``<pre class="diff">``
   whose lines are revealed and classed ``add``, ``del``, ``hunk`` or ``meta`` (the ``+``/``-``
-  prefixes stay, so the diff does not depend on colour).
+  prefixes stay, so the diff does not depend on colour). Lines are split at line feeds only: a
+  carriage return, U+2028 or any other line separator stays in its line and shows as its marker,
+  never as a line break (as the draft page shows it). ``diff(new_text)`` is bounded in cost and
+  length as a repair's diff is (:mod:`armarius.repairs.compare`).
 - ``{{ fingerprint | short_fingerprint }}``: the first 64 bits in groups of four.
 """
 
 from __future__ import annotations
 
-import difflib
 from datetime import UTC, datetime
 
 from markupsafe import Markup, escape
 
+from armarius.repairs import compare
 from armarius.textview import reveal, short_fingerprint
 
 
@@ -30,6 +33,8 @@ def reveal_html(text: object) -> Markup:
     """The reveal of ``text`` as HTML: escaped, each marker of a real character highlighted."""
     original = "" if text is None else str(text)
     revealed = reveal(original)
+    if revealed == original:  # nothing to mark (reveal only ever lengthens a text)
+        return escape(original)
     parts: list[Markup] = []
     position = 0
     # reveal() maps each character to itself or to one marker: walk both to tell real markers from typed ones.
@@ -82,20 +87,21 @@ def _relative(seconds: float) -> str:
 
 
 def diff_html(value: object, new: object = None) -> Markup:
-    """A unified diff as revealed, classed lines: of ``value`` itself, or between ``value`` and ``new``."""
+    """A unified diff as revealed, classed lines: of ``value`` itself, or between ``value`` and ``new``. Lines
+    are split at line feeds only, so that every other line separator reaches reveal()."""
     old_text = "" if value is None else str(value)
     if new is None:
-        lines = old_text.splitlines()
+        lines = compare.text_lines(old_text)
     else:
-        lines = list(difflib.unified_diff(old_text.splitlines(), str(new).splitlines(), "before", "after",
-                                          lineterm=""))
+        compared = compare.text_diff(old_text, str(new), fromfile="before", tofile="after")
+        lines = list(compared.lines) or ([compared.note] if compared.note else [])
     # Each line is a block of its own: no line break between them, or a <pre> shows every line twice as tall.
     rows = [Markup('<span class="{}">{}</span>').format(_line_class(line), reveal_html(line)) for line in lines]
     return Markup('<pre class="diff">{}</pre>').format(Markup("").join(rows))
 
 
 def _line_class(line: str) -> str:
-    if line.startswith(("+++", "---")):
+    if line.startswith(("+++", "---", compare.NO_FINAL_BREAK)):
         return "meta"
     if line.startswith("@@"):
         return "hunk"

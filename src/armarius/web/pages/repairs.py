@@ -1,7 +1,9 @@
 """Archive repairs for people: the list (``/repairs``), a proposal (``/repairs/<id>``) and its decisions.
 
 A proposal's page shows the conflict, then each alternative next to its target's current content: the
-diff between the two and the complete resulting content, revealed as the CLI reveals it (``repair-show``).
+diff between the two and both complete contents, revealed as the CLI reveals it (``repair-show``). Lines are
+split at line feeds only, so every other line separator shows as its marker, and a diff's cost and length
+are bounded (:mod:`armarius.repairs.compare`): past them it says so and the complete contents are compared.
 The decisions are the CLI's, through the same service functions with the person's current role:
 
 - **Choose** an option = apply it (``RepairService.apply``; administrators: ``memory.manage`` for an entry,
@@ -21,7 +23,6 @@ its status, and nothing changes. The JSON twins are in :data:`API_ROUTES` (splic
 
 from __future__ import annotations
 
-import difflib
 import json
 from typing import Any
 
@@ -32,6 +33,7 @@ from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
 from armarius.errors import NotFound
+from armarius.repairs import compare
 from armarius.repairs.model import TEXT_MAX, Status, TargetKind
 from armarius.repairs.service import APPLIER
 from armarius.web.pages.gate import HUMANS, PAGE_SIZE, View, Web, optional_number, whole_number
@@ -72,15 +74,6 @@ def repairs_page(view: View) -> Response:
     return view.render("repairs/list.html", title="Repairs", listing=shown, statuses=STATUSES)
 
 
-def content_text(content: dict[str, Any]) -> str:
-    """An entry's or unit's content as a person compares it (as ``repair-show`` prints it): the title, the
-    tags of an entry, a blank line and the body."""
-    lines = [f"# {content['title']}"]
-    if "tags" in content:
-        lines.append(f"tags: {', '.join(content['tags']) or '-'}")
-    return "\n".join([*lines, "", *content["body"].splitlines()])
-
-
 def session_of(app: Armarius, actor: Actor, session_id: int) -> dict[str, Any] | None:
     """The repair's session as the person may see it (owner, status), or None when they may not."""
     try:
@@ -99,12 +92,15 @@ def decision_context(app: Armarius, actor: Actor, repair: dict[str, Any]) -> dic
     alternatives = []
     for item in repair["alternatives"]:
         kind = TargetKind(item["target"]["kind"])
-        before, after, target = content_text(item["current"]), content_text(item["result"]), item["target"]
-        diff = difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="",
-                                    fromfile=f"{target['name']}@{target['revision']} (current)",
-                                    tofile=f"{target['name']} ({item['option']})")
-        alternatives.append({**item, "before_text": before, "after_text": after, "diff_text": "\n".join(diff),
-                             "kind": kind.value,
+        target = item["target"]
+        diff = compare.diff(item["current"], item["result"],
+                            fromfile=f"{target['name']}@{target['revision']} (current)",
+                            tofile=f"{target['name']} ({item['option']})")
+        alternatives.append({**item, "before_text": compare.content_text(item["current"]),
+                             "after_text": compare.content_text(item["result"]),
+                             "before_ending": compare.ending(item["current"]),
+                             "after_ending": compare.ending(item["result"]),
+                             "diff_text": diff.text, "diff_note": diff.note, "kind": kind.value,
                              "can_apply": actor.can(APPLIER[kind]), "needs": APPLIER[kind].value,
                              "chosen": item["option"] == repair["chosen_option"]})
     status = repair["status"]
