@@ -24,6 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from armarius import textdiff
 from armarius.repairs import compare
 from tests.repairs.conftest import SEPARATORS
 
@@ -36,7 +37,7 @@ def content(body: str) -> dict[str, Any]:
 
 def patch(old: str, lines: tuple[str, ...]) -> str:
     """The text a unified diff (as compare writes it) makes of ``old``."""
-    source, made, done = compare.lines_with_ends(old), [], 0
+    source, made, done = textdiff.lines_with_ends(old), [], 0
     index = 2  # after the file names
     while index < len(lines):
         found = HUNK.fullmatch(lines[index])
@@ -49,7 +50,7 @@ def patch(old: str, lines: tuple[str, ...]) -> str:
         steps: list[list[str]] = []
         while index < len(lines) and not lines[index].startswith("@@"):
             line = lines[index]
-            if line == compare.NO_FINAL_BREAK:
+            if line == textdiff.NO_FINAL_BREAK:
                 assert steps[-1][1].endswith("\n")
                 steps[-1][1] = steps[-1][1][:-1]
             else:
@@ -67,10 +68,10 @@ def patch(old: str, lines: tuple[str, ...]) -> str:
 
 def test_lines_are_split_at_line_feeds_only() -> None:
     text = "".join(f"a{char}b\n" for char in SEPARATORS) + "c\r\nd"
-    assert compare.text_lines(text) == [f"a{char}b" for char in SEPARATORS] + ["c\r", "d"]
-    assert compare.text_lines("one\n") == ["one"]
-    assert compare.text_lines("one\n\n") == ["one", ""]
-    assert compare.text_lines("") == []
+    assert textdiff.text_lines(text) == [f"a{char}b" for char in SEPARATORS] + ["c\r", "d"]
+    assert textdiff.text_lines("one\n") == ["one"]
+    assert textdiff.text_lines("one\n\n") == ["one", ""]
+    assert textdiff.text_lines("") == []
     assert compare.content_lines({"title": "T", "tags": [], "body": "x\u2028y"}) == ["# T", "tags: -", "", "x\u2028y"]
 
 
@@ -90,17 +91,17 @@ def test_the_diff_patched_onto_the_current_content_gives_exactly_the_result(old:
     assert not [line for line in diff.lines if "\n" in line]
     before, after = compare.content_text(content(old)), compare.content_text(content(new))
     if before.endswith("\n") == after.endswith("\n"):  # no difference: nothing says how they end
-        assert compare.NO_FINAL_BREAK not in diff.lines
+        assert textdiff.NO_FINAL_BREAK not in diff.lines
         before, after = (text if text.endswith("\n") else text + "\n" for text in (before, after))
     assert patch(before, diff.lines) == after
 
 
 def test_only_the_final_line_break_differs() -> None:
     diff = compare.diff(content("Pay 1234."), content("Pay 1234.\n"), fromfile="old", tofile="new")
-    assert diff.lines == ("--- old", "+++ new", "@@ -1,3 +1,3 @@", " # T", " ", "-Pay 1234.", compare.NO_FINAL_BREAK,
+    assert diff.lines == ("--- old", "+++ new", "@@ -1,3 +1,3 @@", " # T", " ", "-Pay 1234.", textdiff.NO_FINAL_BREAK,
                           "+Pay 1234.")
     diff = compare.diff(content("a\nb\n"), content("a\nb"), fromfile="old", tofile="new")
-    assert diff.lines[-3:] == ("-b", "+b", compare.NO_FINAL_BREAK)
+    assert diff.lines[-3:] == ("-b", "+b", textdiff.NO_FINAL_BREAK)
     diff = compare.diff(content("a\nb"), content("a\nc"), fromfile="old", tofile="new")
     assert diff.lines[-2:] == ("-b", "+c"), "both end alike: nothing to mark"
     assert (compare.ending(content("Pay 1234.")), compare.ending(content("Pay 1234.\n"))) == (
@@ -125,26 +126,26 @@ def costly_inputs() -> dict[str, tuple[list[str], list[str]]]:
 def test_a_comparison_crafted_to_be_costly_stops_at_its_bound(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     old, new = costly_inputs()[name]
     spent = [0]
-    look = compare._Bounded.find_longest_match
+    look = textdiff._Bounded.find_longest_match
 
     def counted(matcher: Any, alo: int = 0, ahi: int | None = None, blo: int = 0, bhi: int | None = None) -> Any:
         end = matcher.size if ahi is None else ahi
-        spent[0] += matcher.pairs[end] - matcher.pairs[alo] + compare.CALL_COST  # what the look pays
+        spent[0] += matcher.pairs[end] - matcher.pairs[alo] + textdiff.CALL_COST  # what the look pays
         return look(matcher, alo, ahi, blo, bhi)
 
-    monkeypatch.setattr(compare._Bounded, "find_longest_match", counted)
-    diff = compare.unified(old, new, fromfile="old", tofile="new")
+    monkeypatch.setattr(textdiff._Bounded, "find_longest_match", counted)
+    diff = textdiff.unified(old, new, fromfile="old", tofile="new")
     assert (diff.lines, diff.note) == ((), "Too many lines differ or repeat to compare line by line at a bounded "
                                            "cost (at most 1,000,000 steps): compare the complete contents.")
     in_new = Counter(new)
-    pairs = sum(count * in_new[line] for line, count in Counter(old).items()) + compare.LINE_COST * len(old)
-    assert spent[0] > compare.WORK_MAX, "stopped by the bound"
-    assert spent[0] - compare.WORK_MAX <= pairs + compare.CALL_COST, "and at the first look past it"
+    pairs = sum(count * in_new[line] for line, count in Counter(old).items()) + textdiff.LINE_COST * len(old)
+    assert spent[0] > textdiff.WORK_MAX, "stopped by the bound"
+    assert spent[0] - textdiff.WORK_MAX <= pairs + textdiff.CALL_COST, "and at the first look past it"
 
 
 def test_a_diff_longer_than_its_bound_is_not_shown_line_by_line() -> None:
-    old = "".join(f"line {index}\n" for index in range(compare.DIFF_LINES_MAX // 2))
-    new = "".join(f"line {index} changed\n" for index in range(compare.DIFF_LINES_MAX // 2 + 1))
+    old = "".join(f"line {index}\n" for index in range(textdiff.DIFF_LINES_MAX // 2))
+    new = "".join(f"line {index} changed\n" for index in range(textdiff.DIFF_LINES_MAX // 2 + 1))
     diff = compare.diff(content(old), content(new), fromfile="old", tofile="new")
     assert diff.lines == ()
     assert diff.note == ("The diff has more than 2,000 lines, too many to show line by line: compare the complete "

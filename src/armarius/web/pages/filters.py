@@ -15,7 +15,7 @@ needs ``|safe``:
   prefixes stay, so the diff does not depend on colour). Lines are split at line feeds only: a
   carriage return, U+2028 or any other line separator stays in its line and shows as its marker,
   never as a line break (as the draft page shows it). ``diff(new_text)`` is bounded in cost and
-  length as a repair's diff is (:mod:`armarius.repairs.compare`).
+  length as a repair's diff is (:mod:`armarius.textdiff`).
 - ``{{ fingerprint | short_fingerprint }}``: the first 64 bits in groups of four.
 """
 
@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 
 from markupsafe import Markup, escape
 
-from armarius.repairs import compare
+from armarius import textdiff
 from armarius.textview import reveal, short_fingerprint
 
 
@@ -91,9 +91,9 @@ def diff_html(value: object, new: object = None) -> Markup:
     are split at line feeds only, so that every other line separator reaches reveal()."""
     old_text = "" if value is None else str(value)
     if new is None:
-        lines = compare.text_lines(old_text)
+        lines = textdiff.text_lines(old_text)
     else:
-        compared = compare.text_diff(old_text, str(new), fromfile="before", tofile="after")
+        compared = textdiff.text_diff(old_text, str(new), fromfile="before", tofile="after")
         lines = list(compared.lines) or ([compared.note] if compared.note else [])
     # Each line is a block of its own: no line break between them, or a <pre> shows every line twice as tall.
     rows = [Markup('<span class="{}">{}</span>').format(_line_class(line), reveal_html(line)) for line in lines]
@@ -101,7 +101,7 @@ def diff_html(value: object, new: object = None) -> Markup:
 
 
 def _line_class(line: str) -> str:
-    if line.startswith(("+++", "---", compare.NO_FINAL_BREAK)):
+    if line.startswith(("+++", "---", textdiff.NO_FINAL_BREAK)):
         return "meta"
     if line.startswith("@@"):
         return "hunk"
