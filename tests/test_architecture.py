@@ -12,7 +12,7 @@ SOURCE = Path(armarius.__file__).parent
 #: Higher layers may import lower ones, never the other way round.
 LAYERS: dict[str, int] = {
     "errors": 0, "canonical": 0, "textview": 0,
-    "config": 1, "validation": 1, "files": 1,
+    "config": 1, "validation": 1, "files": 1, "textdiff": 1,
     "store": 2,
     "audit": 3,
     "auth": 4,
