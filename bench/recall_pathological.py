@@ -4,7 +4,12 @@ One workspace holds ``--ordinary`` entries of the benchmark corpus (bench/corpus
 each) and ``--big`` entries at the body limit (``memory.body_max_bytes``, 64 KiB by default):
 
 * ``zz`` entries: the body is ``zz zz zz …`` up to the limit, about 21,800 hits of the query word;
-* ``prose`` entries: corpus text up to the limit with the query word once, at its end.
+* ``prose`` entries: corpus text up to the limit with the query word once, at its end;
+* planted ``accented`` entries (what a hostile agent may write, to be recalled with a query word of 994
+  letters): one word of ``à`` up to the limit and one decomposed accent at its end, so that the body is
+  not in composed form (NFC);
+* planted ``runs`` entries: ``"a" * 3000`` and the query word (``"a" * 994``) in turn, up to the limit:
+  the query word is found inside the runs at every place, and as a whole word once in every map piece.
 
 Each case is one recall (``app.memory.recall``, limit 10, through the service layer) timed
 ``--calls`` times after two warm-up calls; the figure is its p50 (and p95). The cases run in
@@ -15,7 +20,10 @@ rounds, one call of each per round, so that they all meet the machine equally lo
 * ordinary, any word: that word and a word that occurs nowhere (nothing has both, so recall falls
   back to any word and finds the same 10);
 * limit ``zz``, all words / any word: ``zz``, and ``zz`` with a word that occurs nowhere;
-* limit prose, all words / any word: the same with the prose entries' word.
+* limit prose, all words / any word: the same with the prose entries' word;
+* planted accented, any word: the accented entries' title word and ``"a" * 994`` (no entry holds both, so
+  recall falls back to any word and finds the accented entries by their titles);
+* planted runs, all words: the runs entries' title word and ``"a" * 994``.
 
 The verdict compares each limit case with the ordinary case of the same kind (the goal: within
 2x). A case stops at its count or after ``--budget`` seconds of calls, whichever comes first, so
@@ -57,6 +65,8 @@ OPERATOR = "operator:bench"
 WORKSPACE, AGENT = "bench", "bench-agent"
 RECALL_LIMIT = 10
 HEAVY_WORD, PROSE_WORD, ABSENT_WORD = "zz", "quasimodo", "nowhereword"
+#: The planted entries' title words, and the query word the attack paired them with.
+ACCENTED_WORD, RUNS_WORD, LONG_WORD = "xqaccented", "xqruns", "a" * 994
 WARMUP_CALLS = 2
 
 
@@ -98,6 +108,14 @@ def limit_bodies(limit: int, corpus: Corpus, count: int) -> tuple[list[str], lis
     return [heavy] * count, prose
 
 
+def planted_bodies(limit: int) -> tuple[str, str]:
+    """The accented body (one word of 'à' and a decomposed accent: not NFC) and the runs body, each at ``limit``
+    bytes or just under."""
+    accented = "\u00e0" * ((limit - 4) // 2) + " e\u0301"
+    runs = ("a" * 3000 + " " + LONG_WORD + " ") * (limit // 3996 + 1)
+    return accented, runs[:limit].rstrip()
+
+
 def cases(corpus: Corpus, ordinary: int, calls: int) -> list[Case]:
     count = calls + WARMUP_CALLS
     # The number of a name fragment ("entity-0042"): a word in exactly ten ordinary entries.
@@ -109,6 +127,8 @@ def cases(corpus: Corpus, ordinary: int, calls: int) -> list[Case]:
         Case(f"limit {HEAVY_WORD!r}, any word", "limit", "any", [f"{HEAVY_WORD} {ABSENT_WORD}"] * count),
         Case("limit prose, all words", "limit", "all", [PROSE_WORD] * count),
         Case("limit prose, any word", "limit", "any", [f"{PROSE_WORD} {ABSENT_WORD}"] * count),
+        Case("planted accented, any word", "limit", "any", [f"{ACCENTED_WORD} {LONG_WORD}"] * count),
+        Case("planted runs, all words", "limit", "all", [f"{RUNS_WORD} {LONG_WORD}"] * count),
     ]
 
 
@@ -137,14 +157,17 @@ def run_engine(engine: str, settings: Settings, corpus: Corpus, options: Options
         actor = app.directory.authenticate_token(token)
         load(app, workspace.id, corpus.documents(0, options.ordinary))
         heavy, prose = limit_bodies(app.settings.memory_body_max_bytes, corpus, options.big)
+        accented, runs = planted_bodies(app.settings.memory_body_max_bytes)
         started = time.perf_counter()
-        for number, body in enumerate([*heavy, *prose]):
-            kind = "zz" if number < len(heavy) else "prose"
+        written = [("zz", "", body) for body in heavy] + [("prose", "", body) for body in prose]
+        written += [("accented", ACCENTED_WORD, accented)] * options.big + [("runs", RUNS_WORD, runs)] * options.big
+        for number, (kind, title_word, body) in enumerate(written):
             app.memory.remember(actor, RememberRequest(
-                slug=f"limit/{kind}-{number:02d}", title=f"Entry at the body limit {number}", body=body,
-                confirm_distinct=True, reason="benchmark: entries at the body limit"))
+                slug=f"limit/{kind}-{number:02d}", title=f"Entry at the body limit {number} {title_word}".rstrip(),
+                body=body, confirm_distinct=True, reason="benchmark: entries at the body limit"))
         print(f"  {engine}: {options.ordinary:,} ordinary entries, {len(heavy)} + {len(prose)} at the body limit "
-              f"({len(heavy[0].encode()):,} bytes; remembered in {time.perf_counter() - started:.1f} s)", flush=True)
+              f"({len(heavy[0].encode()):,} bytes), {options.big} + {options.big} planted; remembered in "
+              f"{time.perf_counter() - started:.1f} s", flush=True)
         prepare(settings)
         measured = cases(corpus, options.ordinary, options.calls)
         measure(app, actor, measured, options.budget)
@@ -168,13 +191,13 @@ class Options:
 def report(results: dict[str, list[Case]]) -> None:
     print(f"recall top-{RECALL_LIMIT} through the service layer, ms; x: p50 over the ordinary case of the same "
           "match (goal: <= 2x)")
-    print(f"{'engine':<11}{'case':<28}{'n':>4}{'p50':>10}{'p95':>10}{'x':>8}{'results':>9}  match")
+    print(f"{'engine':<11}{'case':<30}{'n':>4}{'p50':>10}{'p95':>10}{'x':>8}{'results':>9}  match")
     for engine, measured in results.items():
         ordinary = {case.match: case.p50 for case in measured if case.kind == "ordinary"}
         for case in measured:
             ratio = case.p50 / ordinary[case.match]
             verdict = "" if case.kind == "ordinary" else ("  met" if ratio <= 2 else "  MISSED")
-            print(f"{engine:<11}{case.name:<28}{len(case.latencies):>4}{ms(case.p50):>10}"
+            print(f"{engine:<11}{case.name:<30}{len(case.latencies):>4}{ms(case.p50):>10}"
                   f"{ms(percentile(case.latencies, 0.95)):>10}{ratio:>7.2f}x{case.results:>9}  {case.answered}"
                   f"{verdict}")
 
@@ -201,7 +224,7 @@ def main() -> None:
     began = time.perf_counter()
     print(f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, cpus {os.cpu_count()}")
     corpus = Corpus(options.seed)
-    absent = {HEAVY_WORD, PROSE_WORD, ABSENT_WORD} & set(corpus.vocabulary.words)
+    absent = {HEAVY_WORD, PROSE_WORD, ABSENT_WORD, ACCENTED_WORD, RUNS_WORD} & set(corpus.vocabulary.words)
     if absent:
         raise SystemExit(f"the corpus vocabulary holds {sorted(absent)}; the cases need words it does not hold")
     runners: dict[str, Callable[[Path], AbstractContextManager[Settings]]] = {

@@ -111,6 +111,36 @@ async def test_a_curated_entry_needs_an_override_with_a_reason(app: Armarius, te
     assert app.memory.needs_review(team.human) == []
 
 
+#: Reasons without a visible character: a zero-width space, a Hangul filler and a blank Braille pattern, a word
+#: joiner and a byte order mark, and those with white space (what a title may not hold: memory.model).
+INVISIBLE_REASONS = ["\u200b", "\u3164\u2800", "\u2060\ufeff", " \u200b\n\u00a0", "\u034f\ufe00"]
+
+
+@pytest.mark.parametrize("reason", INVISIBLE_REASONS)
+async def test_a_reason_without_a_visible_character_is_no_reason(app: Armarius, team: Team, reason: str) -> None:
+    """An override of a curation and a confirmation of a distinct entry need a reason a human can read: one
+    made only of invisible characters is refused as a blank one is (``reason_required``), and nothing is
+    written; so is a human's revert."""
+    async with agent_of(app, team.agent) as agent:
+        await agent("remember", **STAGING)
+        app.memory.curate(team.human, STAGING["slug"], 1)
+        before = state(app, team)
+        override = await agent("remember", **{**STAGING, "body": "Moved to beta-2."}, override_curated=True,
+                               reason=reason)
+        distinct = await agent("remember", slug="infra/stage", title="Staging server", body=STAGING["body"],
+                               confirm_distinct=True, reason=reason)
+        assert state(app, team) == before
+    assert override["error"] == "reason_required"
+    assert distinct["error"] == "reason_required"
+    assert app.memory.read(team.human, STAGING["slug"])["curated"] is True
+    assert "memory.curated_override" not in audit_actions(app, team)
+    app.memory.remember(team.agent, RememberRequest(slug=STAGING["slug"], title="Staging server", body="Moved.",
+                                                    override_curated=True, reason="seen on beta-2"))
+    with pytest.raises(ReasonRequired):
+        app.memory.revert_to_curated(team.human, STAGING["slug"], reason)
+    assert app.memory.read(team.human, STAGING["slug"])["body"] == "Moved."
+
+
 async def test_history_keeps_every_revision_byte_for_byte(app: Armarius, team: Team) -> None:
     bodies = ["line one\r\nline two\t\n\n  trailing  ", "ünïcødé — \u202ertl\u202c and \u200bzero width\n", "x" * 5000]
     async with agent_of(app, team.agent) as agent:

@@ -10,9 +10,14 @@ where the engines' functions returned a 60 KB word.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
 import sqlite3
+import sys
 import unicodedata
+from collections.abc import Iterable
+from unittest import mock
 
 import pytest
 from hypothesis import assume, example, given
@@ -21,6 +26,7 @@ from hypothesis import strategies as st
 
 from armarius.app import Armarius
 from armarius.config import Settings
+from armarius.memory import snippets
 from armarius.memory.queries import INDEXED_REPETITIONS
 from armarius.memory.service import RememberRequest
 from armarius.memory.snippets import (
@@ -161,6 +167,31 @@ def test_recall_folds_accents_on_both_engines(app: Armarius, team: Team) -> None
         assert ([hit["slug"] for hit in found["results"]], found["match"]) == (["people/visit"], "all"), query
     assert app.memory.recall(team.agent, "muller", mode="lexical")["results"][0]["snippet"] == (
         "Wir trafen Herrn **Müller** in Zürich, danach im Café.")
+
+
+def test_a_query_typed_with_separate_accents_finds_what_the_composed_query_finds(app: Armarius, team: Team) -> None:
+    """macOS keyboards and many copies write 'Müller' as 'Mu' and a combining diaeresis (decomposed, NFD).
+    Typed so, a query finds what the composed one finds, on both engines, entries written either way: the
+    query is composed first, and an accent that composes with no letter stays in its word, as both engines
+    index it (they used to get 'Mu' and 'ller', words no entry holds)."""
+    remember(app, team, "people/composed", "Ask M\u00fcller about the invoices.")
+    remember(app, team, "people/decomposed", "Ask Mu\u0308ller about the payroll.")
+    remember(app, team, "people/other", "Nobody of that name works here.")
+    remember(app, team, "codes/register", "The q\u0308x register is odd.")
+    for query in ("muller", "M\u00fcller", "Mu\u0308ller", "MU\u0308LLER", "mu\u0308ller"):
+        for mode in ("lexical", "hybrid"):
+            found = app.memory.recall(team.agent, query, mode=mode)
+            snippets_found = {hit["slug"]: hit["snippet"] for hit in found["results"]}
+            assert found["match"] == "all", (query, mode)
+            assert {"people/composed", "people/decomposed"} <= set(snippets_found), (query, mode)
+            assert snippets_found["people/composed"] == "Ask **M\u00fcller** about the invoices."
+            assert snippets_found["people/decomposed"] == "Ask **M\u00fcller** about the payroll."
+            if mode == "lexical":
+                assert set(snippets_found) == {"people/composed", "people/decomposed"}
+    payroll = app.memory.recall(team.agent, "Mu\u0308ller payroll", mode="lexical")
+    assert [hit["slug"] for hit in payroll["results"]] == ["people/decomposed"]
+    register = app.memory.recall(team.agent, "q\u0308x", mode="lexical")
+    assert ([hit["slug"] for hit in register["results"]], register["match"]) == (["codes/register"], "all")
 
 
 def test_a_snippet_marks_words_as_the_index_compares_them(app: Armarius, team: Team) -> None:
@@ -414,3 +445,158 @@ def test_a_word_map_that_does_not_fit_its_body_is_not_used() -> None:
     for wrong in (words[:-1], b"\x02" + words[1:], word_map(body + " more" * 2000), b"", b"\x01"):
         assert snippet(body, ["quasimodo"], wrong) == expected
     assert word_map("short " * 100) is None
+
+
+# Hostile bodies and queries: the search costs time in the body's length ---------------------------
+
+#: A hang guard, not a timing: each body below cost the search of every query word by a regex (until
+#: 2026-12) minutes, in the body's length times the query word's (one character class per letter, matched
+#: again from each letter of a run); the search of a word between spaces costs it milliseconds.
+HANG_GUARD = pytest.mark.timeout(60)
+
+
+@HANG_GUARD
+@pytest.mark.parametrize(("body", "word", "expected"), [
+    # a run of accented letters, not in composed form (a decomposed accent at its end): the report's body
+    ("\u00e0" * 1_000_000 + " e\u0301", "a" * 20_000, "\u00e0" * 64 + "\u2026 \u00e9"),
+    # a run of plain letters: the query word is found inside the run at each of its letters
+    ("a" * 2_000_000, "a" * 100_000, "a" * 64 + "\u2026"),
+], ids=["accented-run", "plain-run"])
+def test_a_query_word_inside_a_long_run_of_letters_costs_one_pass(body: str, word: str, expected: str) -> None:
+    for body_map in (None, word_map(body)):
+        assert snippet(body, ["zebra", word], body_map) == expected
+        assert snippet(body, [f"b{word}", word[:5000], word[:70], "a"], body_map) == expected
+
+
+@HANG_GUARD
+def test_many_query_words_inside_runs_of_letters_cost_a_pass_over_the_words() -> None:
+    """More query words than snippets.FIND_WORDS_MAX are compared with a piece's words at once: 32 query words
+    that are all found inside a run of letters, or start a word of it, cost one pass over the piece's words."""
+    words = ["a" * length for length in range(2, 34)]
+    for body in ("a" * 500_000 + " e\u0301", "\u00e0" * 250_000 + " e\u0301", "a " * 250_000 + "e\u0301",
+                 ("abcdefghijklmnopqrstuvwxyzabcdefg " * 15_000) + "e\u0301"):
+        shown = snippet(body, words, word_map(body))
+        assert MARK not in shown
+        assert shown == snippet(body, ["nowhere"])
+    runs = ("a" * 3000 + " " + "a" * 30 + " ") * 100
+    shown = snippet(runs, words, word_map(runs))
+    assert shown.count(f"{MARK}{'a' * 30}{MARK}") == 10
+    assert shown == snippet(runs, ["a" * 30]) == snippet(runs, ["a" * 30, "nowhere"])
+
+
+@HANG_GUARD
+def test_recall_over_entries_planted_against_a_long_query_word(app: Armarius, team: Team) -> None:
+    """The attack, through recall on both engines: entries at the body limit of one word of accented letters
+    with a decomposed accent at the end, and of runs holding the query word once a piece, recalled with a
+    query word of 994 letters (a query is at most 1,000 characters)."""
+    limit = body_limit(app)
+    accented = "\u00e0" * ((limit - 4) // 2) + " e\u0301"
+    runs = (("a" * 3000 + " " + "a" * 994 + " ") * (limit // 3996 + 1))[:limit].rstrip()
+    for number in range(4):
+        app.memory.remember(team.agent, RememberRequest(
+            slug=f"planted/accented-{number}", title=f"Zebra note {number}", body=accented, confirm_distinct=True,
+            reason="planted"))
+        app.memory.remember(team.agent, RememberRequest(
+            slug=f"planted/runs-{number}", title=f"Yak note {number}", body=runs, confirm_distinct=True,
+            reason="planted"))
+    for mode in ("lexical", "hybrid"):
+        found = app.memory.recall(team.agent, "zebra " + "a" * 994, limit=50, mode=mode)
+        snippets = {hit["slug"]: hit["snippet"] for hit in found["results"] if hit["slug"].startswith("planted/")}
+        assert {slug for slug in snippets if "accented" in slug} == {f"planted/accented-{n}" for n in range(4)}
+        for slug, shown in snippets.items():
+            assert shown == ("\u00e0" * 64 + "\u2026 \u00e9" if "accented" in slug else snippet(runs, ["a" * 994]))
+        runs_found = app.memory.recall(team.agent, "yak " + "a" * 994, limit=50, mode=mode)
+        assert runs_found["match"] == "all"
+        assert {hit["slug"] for hit in runs_found["results"]} >= {f"planted/runs-{n}" for n in range(4)}
+        for hit in runs_found["results"]:
+            if hit["slug"].startswith("planted/runs"):
+                assert hit["snippet"] == snippet(runs, ["a" * 994])
+                assert hit["snippet"].count(f"{MARK}{'a' * 64}{ELLIPSIS}{MARK}") == 10  # (a word is cut at 64)
+
+
+def regex_hits_in(body: str, wanted: set[str], pieces: object, *, accented: bool) -> snippets._Hits:
+    """The search the snippets used until 2026-12, as the oracle: each query word by a regex (for accented
+    forms one character class per letter) from its first find, rejecting matches inside longer words.
+    Right, and slow on long runs of letters (see above)."""
+    patterns = {term: _regex_of(term, accented=accented) for term in wanted}
+    starts: dict[str, list[int]] = {term: [] for term in wanted}
+    reach = max(map(len, wanted)) + 1
+    if pieces is None:
+        pieces = ((offset, end, wanted) for offset, end in snippets._pieces(len(body)))
+    assert isinstance(pieces, Iterable)
+    for offset, end, terms in pieces:
+        lead = 1 if offset else 0
+        chunk = body[offset - lead:end + reach]
+        if accented and chunk.isascii():
+            continue
+        lowered, stop = snippets._lowered(chunk), end - offset + lead
+        for term in terms:
+            kept, pattern = starts[term], patterns[term]
+            if len(kept) == MAX_HITS:
+                continue
+            begin = lead if accented else lowered.find(term, lead, stop - 1 + len(term))
+            if begin < 0:
+                continue
+            matches = itertools.islice(pattern.finditer(lowered, begin, stop + len(term)), MAX_HITS - len(kept))
+            kept += [offset - lead + match.start() for match in matches if match.start() < stop]
+        if sum(map(len, starts.values())) >= MAX_HITS:
+            break
+    pairs = sorted((start, term) for term, positions in starts.items() for start in positions)[:MAX_HITS]
+    return snippets._Hits([start for start, _ in pairs], [term for _, term in pairs])
+
+
+@functools.lru_cache(maxsize=256)
+def _regex_of(term: str, *, accented: bool) -> re.Pattern[str]:
+    variants = snippets._accented() if accented else {}
+    letters = "".join(f"[{char}{variants[char]}]" if char in variants else re.escape(char) for char in term)
+    return re.compile(f"{letters}(?<![^\\W_]{letters})(?![^\\W_])")
+
+
+#: Words and what stands between them in the bodies below: accents composed and decomposed, letters that
+#: lowercase to more than one (U+0130) or fold ('ǅ'), underscores, digits, letters of other scripts, runs.
+TRICKY_WORDS = ["alpha", "Alpha", "ALPHA", "\u00e0lpha", "\u00c0LPH\u00c1", "a\u0300lpha", "M\u00fcller",
+                "Mu\u0308ller", "MULLER", "m\u00fcller", "\u0130stanbul", "istanbul", "stra\u00dfe", "\u01c5ungla",
+                "x2", "42", "\u00e9t\u00e9", "ete", "\u03b1\u03bb\u03c6\u03b1", "\u6771\u4eac", "a", "aa",
+                "aaaa", "\u00e0\u00e0", "a" * 80, "\u00e0" * 70, "b" + "a" * 40]
+TRICKY_GAPS = [" ", " ", " ", "_", ", ", ". ", "\u00a0", "\u2014", "\u3002", "\U0001f600", "\n", "-", "\u0301 ",
+               "'", "\u200b"]
+TRICKY_TERMS = ["alpha", "muller", "istanbul", "strasse", "straße", "dzungla", "x2", "42", "ete",
+                "\u03b1\u03bb\u03c6\u03b1", "\u6771\u4eac", "a", "aa", "aaaa", "a" * 80, "a" * 70, "a" * 40, "nowhere"]
+
+
+@st.composite
+def tricky_bodies(draw: st.DrawFn) -> str:
+    """Tricky words and gaps, sometimes repeated into bodies of several map pieces."""
+    words = draw(st.lists(st.sampled_from(TRICKY_WORDS), min_size=1, max_size=60))
+    gaps = draw(st.lists(st.sampled_from(TRICKY_GAPS), min_size=len(words), max_size=len(words)))
+    text = "".join(word + gap for word, gap in zip(words, gaps, strict=True))
+    return text * draw(st.sampled_from([1, 1, 1, 40, 300]))
+
+
+@hypothesis_settings(max_examples=250, deadline=None)
+@given(body=tricky_bodies(),  # up to 7 query words: fewer and more than FIND_WORDS_MAX (4), found both ways
+       terms=st.lists(st.sampled_from(TRICKY_TERMS), min_size=1, max_size=7, unique=True))
+@example(body="a" * 300 + " " + "\u00e0" * 120 + " aaaa a_aaaa", terms=["aaaa", "a" * 120])
+@example(body="Mu\u0308ller and M\u00fcller, muller." * 300, terms=["muller", "alpha", "aa", "a", "x2", "42"])
+def test_the_search_finds_what_the_regex_search_found(body: str, terms: list[str]) -> None:
+    """The same snippets as the regex search (the oracle, above), with and without the word map, whichever
+    way the query words are compared (one find each, or with the words of a piece at once)."""
+    body_map = word_map(body)
+    with mock.patch.object(snippets, "_hits_in", regex_hits_in):
+        expected = [snippet(body, terms), snippet(body, terms, body_map)]
+    assert [snippet(body, terms), snippet(body, terms, body_map)] == expected
+
+
+def test_the_search_sees_letters_digits_and_accents_as_fold_and_the_word_pattern_do() -> None:
+    """Every code point: a letter or digit is kept (lowercased; in the accented search folded as fold folds
+    it), anything else is a space, one character for one."""
+    every = [chr(code) for code in range(sys.maxunicode + 1) if not 0xD800 <= code < 0xE000]
+    letters = [char for char in every if re.fullmatch(r"[^\W_]", char)]
+    others = "".join(char for char in every if not re.fullmatch(r"[^\W_]", char))
+    joined = "".join(letters)
+    assert snippets._only_words(snippets._lowered(joined), folded=True) == "".join(map(fold, letters))
+    assert snippets._only_words(snippets._lowered(joined), folded=False) == snippets._lowered(joined)
+    assert snippets._only_words(others, folded=True) == " " * len(others)
+    ascii_text = "".join(map(chr, range(128)))
+    assert ascii_text.translate(snippets._ASCII_WORDS) == "".join(
+        char.lower() if re.fullmatch(r"[^\W_]", char) else " " for char in ascii_text)

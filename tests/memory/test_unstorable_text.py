@@ -5,14 +5,18 @@ even ASCII simply does not match."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import string
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from armarius.app import Armarius
+from armarius.app import Armarius, open_app
 from armarius.audit import chain
 from armarius.auth.secrets import digests_match
+from armarius.config import Settings
 from armarius.errors import InvalidInput
 from armarius.memory.service import RememberRequest
 from armarius.web.pages.evidence import _TITLE as EVIDENCE_TITLE
@@ -125,3 +129,45 @@ def test_a_listing_limit_is_a_whole_number(app: Armarius, team: Team, limit: Any
     with pytest.raises(InvalidInput) as refused:
         app.memory.list_entries(team.agent, limit=limit)
     assert refused.value.details["field"] == "limit"
+
+
+def distinct_words(count: int, letters: int = 8) -> list[str]:
+    """``count`` different words of ``letters`` lowercase latin letters."""
+    return ["".join(string.ascii_lowercase[number // 26**place % 26] for place in range(letters))
+            for number in range(count)]
+
+
+@pytest.fixture
+def roomy_app(settings: Settings) -> Iterator[Armarius]:
+    """The app with memory.body_max_bytes at 2 MiB (configuration.md allows up to 16 MiB)."""
+    application = open_app(dataclasses.replace(settings, memory_body_max_bytes=2 * 1024 * 1024))
+    yield application
+    application.close()
+
+
+def test_a_body_whose_words_postgresql_cannot_index_is_refused_there(roomy_app: Armarius, settings: Settings) -> None:
+    """A search vector (tsvector) holds at most 1 MiB, which about 630 KB of distinct words fill. On PostgreSQL a
+    body of more distinct words than that is refused up front as ``invalid_input`` naming the body, and nothing
+    is written; it used to be ``storage_unavailable``, whose "try again" would never succeed (the store's side:
+    test_storage_contract). A word repeated any number of times costs little (it is indexed 255 times at most).
+    SQLite indexes them all, as before."""
+    app = roomy_app
+    team = make_team(app)
+    distinct = " ".join(distinct_words(115_000))  # 1 MiB
+    repeated = "zz " * 300_000 + "end"
+
+    def remember(slug: str, body: str) -> str:
+        return str(app.memory.remember(team.agent, RememberRequest(slug, "Big", body, confirm_distinct=True,
+                                                                   reason="a big body"))["status"])
+
+    if settings.database_url is None:
+        assert [remember("big/distinct", distinct), remember("big/repeated", repeated)] == ["written"] * 2
+        return
+    before = state(app, team)
+    with pytest.raises(InvalidInput) as too_many:
+        remember("big/distinct", distinct)
+    assert too_many.value.details["field"] == "body"
+    assert "split it into several entries" in too_many.value.message
+    assert state(app, team) == before
+    assert remember("big/repeated", repeated) == "written"
+    assert remember("big/distinct", " ".join(distinct_words(60_000))) == "written"  # 540 KB: indexed

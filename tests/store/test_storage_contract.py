@@ -22,7 +22,7 @@ import pytest
 from armarius.app import Armarius, initialize, open_app
 from armarius.audit import chain as audit
 from armarius.config import Settings
-from armarius.errors import InvalidInput, SchemaOutdated
+from armarius.errors import InvalidInput, SchemaOutdated, StorageUnavailable
 from armarius.store import UniqueViolation, batches, utc_now
 from armarius.store.engine import PostgresDatabase, open_database
 from armarius.store.schema import latest_version, migrations
@@ -629,5 +629,38 @@ def test_a_value_the_driver_cannot_quote_leaves_the_connection_s_statements_as_t
                 going_on_after_it()
             with database.transaction() as tx:
                 assert tx.scalar(statement, ("again",)) == "again"
+    finally:
+        database.close()
+
+
+@pytest.mark.parametrize("settings", [pytest.param("postgresql", marks=pytest.mark.postgres)], indirect=True)
+def test_postgresql_s_errors_are_told_apart_by_their_class(settings: Settings) -> None:
+    """Only a database that cannot take the request now is ``storage_unavailable``, which trying again can
+    cure: its connection lost (class 08, 57P), a statement cancelled (57014), a serialization failure or a
+    deadlock (40), a lock timeout (55P03), its resources exhausted (53). A program limit (class 54: a tsvector
+    over 1 MiB, a value too long) fails every time: ``invalid_input``. Any other operational error is neither,
+    and goes up as it is (an internal error, logged)."""
+    assert settings.database_url is not None
+    database = PostgresDatabase(settings.database_url)
+
+    def run(*statements: str) -> None:
+        with database.transaction() as tx:
+            for statement in statements:
+                tx.execute(statement)
+
+    try:
+        with pytest.raises(InvalidInput, match="PostgreSQL limit") as limit:
+            run("SELECT repeat('x', 1073741824)")  # "requested length too large"
+        assert isinstance(limit.value.__cause__, psycopg.errors.ProgramLimitExceeded)
+        with pytest.raises(InvalidInput):
+            run("SELECT to_tsvector('simple', string_agg(md5(n::text), ' ')) FROM generate_series(1, 40000) n")
+        with pytest.raises(StorageUnavailable, match="busy"):
+            run("SET LOCAL statement_timeout = 1", "SELECT pg_sleep(10)")
+        with pytest.raises(StorageUnavailable, match="connection failed"):
+            run("SELECT pg_terminate_backend(pg_backend_pid())")
+        with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):
+            run("CREATE TEMPORARY SEQUENCE numbers", "SELECT currval('numbers')")
+        with database.transaction() as tx:  # the pool goes on with connections that work
+            assert tx.scalar("SELECT 1 AS one") == 1
     finally:
         database.close()

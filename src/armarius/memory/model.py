@@ -135,12 +135,17 @@ def check_tags(tags: Any) -> tuple[str, ...]:
 
 
 def check_reason(reason: Any, field: str = "reason") -> str | None:
-    """An optional reason or note: text of at most REASON_MAX characters (blank: none)."""
+    """An optional reason or note: text of at most REASON_MAX characters (blank: none). Text without a
+    visible character is blank too: white space and what a title may not hold (:func:`invisible_in_title`:
+    a zero-width space, a Hangul filler, a blank Braille pattern) say nothing to whoever reads the reason."""
     if reason is None:
         return None
     if not isinstance(reason, str) or len(reason) > REASON_MAX:
         raise InvalidInput(f"A {field} is text of at most {REASON_MAX} characters.", field=field)
-    return check_storable(reason, field).strip() or None
+    stripped = check_storable(reason, field).strip()
+    if all(char.isspace() or invisible_in_title(char) for char in stripped):
+        return None
+    return stripped
 
 
 def parse_links(body: str) -> list[str]:
@@ -152,6 +157,19 @@ def words(text: str) -> list[str]:
     """The words of a text as written. Case is left to the engines, which lowercase one character
     at a time (Python's casefold would turn 'ß' into 'ss', and the query would miss 'Straße')."""
     return WORD_PATTERN.findall(text)
+
+
+#: A query's word: letters and digits, and the combining accents (U+0300 to U+036F) after its first letter.
+_QUERY_WORD = re.compile(r"[^\W_](?:[^\W_]|[\u0300-\u036f])*")
+
+
+def query_words(query: str) -> list[str]:
+    """The words of a search query as both engines index text: an accent typed as a character of its own
+    after its letter (decomposed text: 'Mu' and U+0308 for 'Mü', as macOS often writes it) belongs to the
+    letter's word, which the engines take whole and fold ('muller'); :func:`words` would split it there
+    ('Mu', 'ller'), words no entry holds. The query is composed (NFC) first, so that such a word is sent as
+    an entry written either way is indexed; an accent that composes with nothing stays in its word."""
+    return _QUERY_WORD.findall(unicodedata.normalize("NFC", query))
 
 
 def slug_key(slug: str) -> str:

@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from armarius.errors import InvalidInput
+from armarius.evidence.model import SEARCH_COST_MAX, search_text
 from armarius.memory.model import WORD_PATTERN, Entry
 from armarius.memory.snippets import word_map
 from armarius.store import TSQUERY, Later, Row, Tx
@@ -143,6 +145,24 @@ def search_body(body: str) -> str | None:
                 if pieces[index - 1][-1:].isascii():  # the text before it parts words on both engines
                     pieces[index + 1] = ""
     return "".join(pieces)
+
+
+def check_indexable(body: str) -> None:
+    """PostgreSQL: refuse a body whose words cannot be indexed. A search vector (tsvector) holds at most 1 MiB
+    of words and positions, which about 630 KB of distinct words fill, while ``memory.body_max_bytes`` may be
+    up to 16 MiB. The words are counted as evidence units count theirs (evidence.model.search_text, against
+    SEARCH_COST_MAX, which leaves room for the title, the slug and the words PostgreSQL's parser adds), on the
+    text indexed for the entry (:func:`search_body`: each word at most INDEXED_REPETITIONS times). A word
+    costs at most four times its bytes in the body, so a body of at most a quarter of SEARCH_COST_MAX (the
+    default limit of 64 KiB, and more) is not counted. What the count misses, PostgreSQL refuses as
+    ``invalid_input`` too (store.engine), with nothing written."""
+    size = len(body.encode("utf-8"))
+    if 4 * size + 3 <= SEARCH_COST_MAX or search_text(search_body(body) or body) is None:
+        return
+    raise InvalidInput(
+        f"The body has too many distinct words for PostgreSQL's search index, which holds about "
+        f"{SEARCH_COST_MAX // 1024} KiB of them per entry: split it into several entries and link them with "
+        "[[slug]].", field="body", size=size)
 
 
 def insert_revision(tx: Tx, entry_id: int, revision: int, *, title: str, body: str, tags: str, reason: str | None,

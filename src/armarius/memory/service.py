@@ -33,8 +33,8 @@ from armarius.memory.model import (
     check_tags,
     check_title,
     parse_links,
+    query_words,
     slug_key,
-    words,
 )
 from armarius.memory.snippets import snippet
 from armarius.memory.vectors import VectorIndex
@@ -104,7 +104,7 @@ class MemoryService:
             raise InvalidInput('Recall by meaning is off on this server (memory.embeddings = "off"): use mode '
                                '"lexical" or "hybrid".', field="mode")
         wanted_tags = check_tags(tags)
-        terms = list(dict.fromkeys(words(query)))[:32]
+        terms = list(dict.fromkeys(query_words(query)))[:32]
         by_words, by_meaning = mode != "semantic", mode != "lexical" and self.vectors is not None
         if not terms:
             return {"query": query, "mode": mode, "match": "none", "results": [], "evidence": []}
@@ -271,7 +271,7 @@ class MemoryService:
         (a feature whose own write must commit with this one, e.g. promoting a draft); nothing commits here then."""
         actor.require(Permission.MEMORY_WRITE)
         slug, title = check_slug(request.slug), check_title(request.title)
-        body = check_body(request.body, self.limits)
+        body = self._check_body(request.body)
         tags = None if request.tags is None else check_tags(request.tags)
         reason = check_reason(request.reason)
         expected = request.expected_revision
@@ -446,6 +446,8 @@ class MemoryService:
         """One imported note, within the importer's write transaction (its content checked already):
         ``created`` (with ``history`` when it has one), ``unchanged``, ``updated`` (a new revision), or
         ``curated_kept`` (a curated entry with other content, left as it is). Never curates."""
+        if self.database.dialect == "postgresql":
+            queries.check_indexable(body)
         entry = queries.entry_by_slug(tx, slug, lock=True)
         reason = f"imported from {origin}"[:REASON_MAX]
         if entry is not None:
@@ -549,7 +551,7 @@ class MemoryService:
         ``within``: the caller's write transaction of the actor's workspace; nothing commits here then."""
         actor.require_human(Permission.MEMORY_MANAGE, "apply a repair to an entry")
         check_slug(slug)
-        title, body = check_title(title), check_body(body, self.limits)
+        title, body = check_title(title), self._check_body(body)
         chosen_tags, why = check_tags(None if tags is None else list(tags)), check_reason(reason)
         operation = "op_" + uuid.uuid4().hex
         if within is not None and within.workspace_id != actor.workspace_id:
@@ -680,6 +682,14 @@ class MemoryService:
             return
         vectors.take_turn(tx)
         tx.meanwhile(lambda: index.write(tx, entry_id, revision, title, body))
+
+    def _check_body(self, body: object) -> str:
+        """A body this store can hold: within memory.body_max_bytes, and on PostgreSQL one whose words fit its
+        search index (queries.check_indexable)."""
+        checked = check_body(body, self.limits)
+        if self.database.dialect == "postgresql":
+            queries.check_indexable(checked)
+        return checked
 
     def _existing(self, tx: Tx, slug: str, *, lock: bool = False) -> Entry:
         return self._found(queries.entry_by_slug(tx, slug, lock=lock), slug)

@@ -3,9 +3,12 @@
 Neither engine's own snippet function is bounded. FTS5's ``snippet()`` scores a window at every
 hit against every other hit, so its time grows with the square of the hits (two 64 KiB entries of
 ``zz zz …`` took 6 to 35 seconds); PostgreSQL's ``ts_headline()`` parses the whole body (about
-50 ms for 64 KiB). Here the query words are searched for in the lowercased body (in C, a piece at a
-time, until :data:`MAX_HITS` hits are found), only those hits are weighed, and only the words next
-to the chosen ones are split out, so the work per entry stays small whatever the body holds.
+50 ms for 64 KiB). Here the query words are searched for in the body (in C, a piece at a time, until
+:data:`MAX_HITS` hits are found), only those hits are weighed, and only the words next to the chosen
+ones are split out. A piece is searched with its letters and digits lowercased and every other
+character a space, where a query word is a hit exactly where it stands between two spaces: a query
+word costs one pass over the piece (:func:`_hits_in`), never one per place where it starts inside a
+longer word, so the work per entry stays in the body's length whatever the body and the query hold.
 
 Where in a long body its words are is known without reading it: :func:`word_map`, written with the
 entry, tells which pieces of :data:`MAP_CHUNK_CHARS` characters hold which words (a Bloom filter
@@ -26,10 +29,14 @@ import functools
 import itertools
 import operator
 import re
+import sys
 import unicodedata
 import zlib
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:  # numpy is imported where a snippet of text other than ASCII is searched
+    import numpy as np
 
 #: Words in a snippet (what FTS5's snippet() was asked for).
 SNIPPET_WORDS = 20
@@ -38,6 +45,11 @@ MAX_HITS = 32
 #: How much of a body is searched first; each further piece is twice as long as the one before (the
 #: search stops after the piece that brings MAX_HITS hits).
 FIRST_PIECE_CHARS = 4096
+#: A piece is searched for at most this many query words one at a time (a pass of str.find each); for more,
+#: its words are compared with the query words all at once (see _hits_in).
+FIND_WORDS_MAX = 4
+#: Text is composed (NFC) in parts of about this many characters, each cut before an ASCII one (see _composed).
+COMPOSE_CHARS = 4096
 #: Text holding non-ASCII characters is lowercased this much at a time (see _lowered).
 LOWER_CHUNK_CHARS = 4096
 #: The pieces a word map tells apart; a body of at most two has none (searching it costs little more).
@@ -64,12 +76,18 @@ MARK, ELLIPSIS = "**", "…"
 SNIPPET_MAX_CHARS = (2 * SNIPPET_WORDS + 1) * (PIECE_MAX_CHARS + len(ELLIPSIS)) + SNIPPET_WORDS * 2 * len(MARK)
 
 _WORD = re.compile(r"[^\W_]+")
+#: Any ASCII character (where text is cut to be composed in parts).
+_ASCII_CHAR = re.compile(r"[\x00-\x7f]")
+#: A word's first character (a search for _WORD would read the whole word).
+_WORD_START = re.compile(r"[^\W_]")
 #: Splits text into [text, word, text, word, …, text].
 _PIECES = re.compile(r"([^\W_]+)")
 #: What FTS5 takes for the start of a sentence: '.' or ':', white space, a word (which the match ends before).
 _SENTENCE = re.compile(r"[.:][ \t\n\r]+(?=[^\W_])")
 #: ASCII letters and digits to 'w', everything else to ' '.
 _ASCII_MASK = str.maketrans({chr(code): "w" if chr(code).isalnum() else " " for code in range(128)})
+#: ASCII letters and digits lowercased, everything else to ' ' (as _only_words does other text).
+_ASCII_WORDS = str.maketrans({chr(code): chr(code).lower() if chr(code).isalnum() else " " for code in range(128)})
 #: Latin letters whose accents SQLite's tokenizer removes, in Unicode's blocks of accented latin letters.
 _LATIN = (range(0xC0, 0x250), range(0x1E00, 0x1F00))
 #: Combining accents (as in decomposed text, or 'İ' lowercased), which SQLite's tokenizer drops from words.
@@ -84,26 +102,41 @@ class _Hits(NamedTuple):
 
 
 _NO_HITS = _Hits([], [])
-_match_start = operator.methodcaller("start")
 
 
 def snippet(body: str, terms: Sequence[str], body_map: bytes | None = None) -> str:
     """About :data:`SNIPPET_WORDS` words of ``body`` around its best hits of ``terms``, hits in ``**``.
-    ``body_map``: the body's :func:`word_map` (None: the body is searched from its start)."""
-    wanted = {fold(term) for term in terms} - {""}
+    ``terms``: the query's words (a term holding other characters than letters and digits stands for the
+    words in it). ``body_map``: the body's :func:`word_map` (None: the body is searched from its start)."""
+    wanted = {word for term in terms for word in _WORD.findall(fold(term))}
     mapped = _read_map(body_map, len(body))
     hits = _hits(body, wanted, mapped)
-    if (not hits.starts and not body.isascii() and not (mapped is not None and mapped.composed)
-            and not unicodedata.is_normalized("NFC", body)):
-        # Accents written as separate characters split words: compose them, as most text is written.
-        body = unicodedata.normalize("NFC", body)
-        hits = _hits(body, wanted)
-    first_word = _WORD.search(body)
+    if not hits.starts and not body.isascii() and not (mapped is not None and mapped.composed):
+        # Accents written as separate characters split words: compose them, as most text is written, and
+        # search the whole body again (a map tells the words of the body as written): two more passes in C.
+        composed = _composed(body)
+        if composed != body:
+            body, hits = composed, _hits(composed, wanted)
+    first_word = _WORD_START.search(body)
     if first_word is None:
         return _cut(body)
     origin = first_word.start()
     anchor, back = _window(body, hits, origin) if hits.starts else (origin, None)
     return _render(body, anchor, back, origin, wanted)
+
+
+def _composed(text: str) -> str:
+    """``text`` in Unicode's composed form (NFC), normalized only where it is not already: composing text
+    decomposes all of it first, so the text is cut before an ASCII character every COMPOSE_CHARS characters
+    or so, and each part passes Unicode's quick check unchanged or is composed on its own. That gives the
+    same text: an ASCII character composes with nothing before it, and no accent reorders or composes
+    across it. (A hostile body of 32,000 composed letters and one decomposed accent costs one part.)"""
+    cuts, at = [0], COMPOSE_CHARS
+    while at < len(text) and (found := _ASCII_CHAR.search(text, at)) is not None:
+        cuts.append(found.start())
+        at = found.start() + COMPOSE_CHARS
+    cuts.append(len(text))
+    return "".join(unicodedata.normalize("NFC", text[start:end]) for start, end in itertools.pairwise(cuts))
 
 
 def fold(word: str) -> str:
@@ -152,43 +185,78 @@ def _hits(body: str, wanted: set[str], mapped: _Map | None = None) -> _Hits:
 
 def _hits_in(body: str, wanted: set[str], pieces: Iterable[tuple[int, int, Collection[str]]] | None, *,
              accented: bool) -> _Hits:
-    """Searches the lowercased body a piece at a time (``pieces``, with the words each may hold, or
-    see :func:`_pieces`), and stops at a piece's end once MAX_HITS hits are found (later pieces
-    could only add later ones).
+    """The first MAX_HITS hits in body order. The body is searched a piece at a time (``pieces``, with the
+    words each may hold, or see :func:`_pieces`), and the search stops at the end of the piece that brings
+    MAX_HITS hits (later pieces could only add later ones).
 
-    In each piece a query word is first looked for with ``str.find`` (a piece without it costs one
-    pass in C), then its whole-word matches are taken from there by its pattern, which rejects a
-    match inside a longer word in C too, so Python handles only the hits kept. ``accented``: the
-    second search, for accented forms; a piece of ASCII text cannot hold one (nor, since the first
-    search found nothing, a plain one), so it is skipped."""
-    patterns = {term: _term_pattern(term, accented=accented) for term in wanted}
-    starts: dict[str, list[int]] = {term: [] for term in wanted}
+    A piece is searched as :func:`_only_words` gives it: lowercased, every character that is not a letter
+    or digit a space, between two spaces. A query word is a hit exactly where it stands between two spaces,
+    so no match inside a longer word is ever made and rejected, and Python handles only the hits kept: a
+    piece costs one pass in C per query word it may hold (``str.find``), or, for more than
+    FIND_WORDS_MAX of them, one pass over its words (:func:`_word_hits`), whatever the words and the piece
+    hold (a run of 32,000 ``à`` against a query word of 994 ``a`` costs one pass, not one per ``à``).
+    ``accented``: the second search, for accented forms, with the piece's accented latin letters folded to
+    their base letters; a piece of ASCII text cannot hold one (nor, since the first search found nothing,
+    a plain one), so it is skipped."""
+    hits: list[tuple[int, str]] = []  # (offset, query word)
     reach = max(map(len, wanted)) + 1  # a word starting in a piece is seen whole, with the character after it
     if pieces is None:
         pieces = ((offset, end, wanted) for offset, end in _pieces(len(body)))
-    for offset, end, terms in pieces:
-        lead = 1 if offset else 0  # the character before the piece, which the patterns look back at
-        chunk = body[offset - lead:end + reach]
-        if accented and chunk.isascii():
-            continue
-        lowered, stop = _lowered(chunk), end - offset + lead  # a match must start before stop
-        for term in terms:
-            kept, pattern = starts[term], patterns[term]
-            if len(kept) == MAX_HITS:
+    for offset, end, may_hold in pieces:
+        lead = 1 if offset else 0  # the character before the piece, which tells whether a word starts with it
+        chunk, stop = body[offset - lead:end + reach], end - offset + lead  # a hit starts before chunk[stop]
+        terms = may_hold
+        if chunk.isascii():
+            if accented:
                 continue
-            begin = lead if accented else lowered.find(term, lead, stop - 1 + len(term))
-            if begin < 0:
-                continue
-            matches = itertools.islice(pattern.finditer(lowered, begin, stop + len(term)), MAX_HITS - len(kept))
-            kept += [offset - lead + start for start in map(_match_start, matches) if start < stop]
-        if sum(map(len, starts.values())) >= MAX_HITS:
+            words = chunk.translate(_ASCII_WORDS)
+        else:
+            lowered = _lowered(chunk)
+            if not accented:  # a query word not even inside a word of the piece costs a find, not the numpy pass
+                terms = [term for term in terms if lowered.find(term, lead, stop - 1 + len(term)) >= 0]
+                if not terms:
+                    continue
+            words = _only_words(lowered, folded=accented)
+        # A space before the body's start and after its end, where words end too: a hit at spaced[at] (the
+        # space before the word) starts at chunk[at], and must start in the piece, from chunk[lead] to stop.
+        spaced, need = f" {words} ", MAX_HITS - len(hits)
+        if len(terms) > FIND_WORDS_MAX:
+            found = _word_hits(spaced, terms, lead, stop, need)
+        else:
+            found = []
+            for term in terms:
+                needle, at, kept = f" {term} ", lead, 0
+                while kept < need and (at := spaced.find(needle, at, stop + len(needle) - 1)) >= 0:
+                    found.append((at, term))
+                    at, kept = at + len(needle) - 1, kept + 1  # the space after the word may be the next one's
+            found = sorted(found)[:need]
+        hits += [(offset - lead + at, term) for at, term in found]
+        if len(hits) >= MAX_HITS:
             break
-    found = [(term, positions) for term, positions in starts.items() if positions]
-    if len(found) == 1:
-        term, positions = found[0]
-        return _Hits(positions, [term] * len(positions))
-    pairs = sorted((start, term) for term, positions in found for start in positions)[:MAX_HITS]
-    return _Hits([start for start, _ in pairs], [term for _, term in pairs])
+    return _Hits([start for start, _ in hits], [term for _, term in hits])
+
+
+def _word_hits(spaced: str, terms: Collection[str], lead: int, stop: int, need: int) -> list[tuple[int, str]]:
+    """The first ``need`` hits of ``terms`` in ``spaced`` (a piece as :func:`_hits_in` searches it) that start
+    from ``lead`` and before ``stop``, each as (where its word starts in the piece, the query word): its
+    words are split out and compared with all the query words at once, with each word's offset counted
+    alongside, all in C (Python handles only the words that are query words)."""
+    words = spaced.split(" ")
+    present = set(terms).intersection(words)
+    if not present:
+        return []
+    # Where each word starts in the piece (one less than in spaced): a space past the end of the one before.
+    starts = itertools.accumulate(map(operator.add, map(len, words), itertools.repeat(1)), initial=-1)
+    found: list[tuple[int, str]] = []
+    pairs = zip(starts, words, strict=False)  # (starts has one more: where a word after the last would start)
+    for start, word in itertools.compress(pairs, map(present.__contains__, words)):
+        if start >= stop:
+            break
+        if start >= lead:
+            found.append((start, word))
+            if len(found) == need:
+                break
+    return found
 
 
 def _pieces(length: int, first: int = FIRST_PIECE_CHARS) -> Iterator[tuple[int, int]]:
@@ -212,14 +280,50 @@ def _lowered(text: str) -> str:
     return "".join(map(_lowered, (text[at:at + LOWER_CHUNK_CHARS] for at in range(0, len(text), LOWER_CHUNK_CHARS))))
 
 
-@functools.lru_cache(maxsize=1024)
-def _term_pattern(term: str, *, accented: bool) -> re.Pattern[str]:
-    """The word ``term`` neither preceded nor followed by a letter or digit; ``accented``: any accented
-    form of its latin letters too. The search runs in C from its first letter (the look back comes
-    after the word, where it keeps the regex engine's quick search for the word's letters)."""
-    variants = _accented() if accented else {}
-    letters = "".join(f"[{char}{variants[char]}]" if char in variants else re.escape(char) for char in term)
-    return re.compile(f"{letters}(?<![^\\W_]{letters})(?![^\\W_])")
+def _only_words(lowered: str, *, folded: bool) -> str:
+    """Lowercased text (:func:`_lowered`) with every character that is not a letter or digit (that the
+    regex ``[^\\W_]`` does not match) as a space, and ``folded``: each accented latin letter as its base
+    letter (``à`` as ``a``, as :func:`fold` folds it). One character for one, so that offsets are the
+    text's own. In C, as an array of code points in numpy: ``str.translate`` looks each character of text
+    other than ASCII up in a dict, ten times slower (ASCII text gets _ASCII_WORDS, in _hits_in)."""
+    import numpy as np
+
+    codes = np.frombuffer(lowered.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    kinds, folding = _code_kinds(), _folding()
+    kind = kinds[codes]
+    if not kind.all():  # code points not met before: looked at once per process
+        for code in np.unique(codes[kind == _UNKNOWN]).tolist():
+            kinds[code] = _LETTER if chr(code).isalnum() else _OTHER
+        kind = kinds[codes]
+    only = np.where(kind == _LETTER, codes, np.uint32(ord(" ")))
+    if folded:
+        only = np.where(only < len(folding), folding[np.minimum(only, len(folding) - 1)], only)
+    return only.tobytes().decode("utf-32-le", "surrogatepass")
+
+
+#: What _code_kinds says of a code point: not met yet, a letter or digit, anything else.
+_UNKNOWN, _LETTER, _OTHER = 0, 1, 2
+
+
+@functools.cache
+def _code_kinds() -> np.ndarray[Any, np.dtype[np.int8]]:
+    """Each code point's kind (_UNKNOWN, _LETTER, _OTHER), filled in as :func:`_only_words` meets them: a
+    process meets few of the 1,114,112, and looking each up costs more than the table's 1.1 MB."""
+    import numpy as np
+
+    return np.zeros(sys.maxunicode + 1, dtype=np.int8)
+
+
+@functools.cache
+def _folding() -> np.ndarray[Any, np.dtype[np.uint32]]:
+    """The code points up to the last accented latin letter, each accented latin letter replaced by its base
+    letter's (``à`` by ``a``), for :func:`_only_words`."""
+    import numpy as np
+
+    table = np.arange(max(block.stop for block in _LATIN), dtype=np.uint32)
+    for base, letters in _accented().items():
+        table[[ord(letter) for letter in letters]] = ord(base)
+    return table
 
 
 # The word map ----------------------------------------------------------------------------------
@@ -457,7 +561,11 @@ def _render(body: str, anchor: int, back: int | None, origin: int, wanted: set[s
     more = last < words
     if more:
         shown[-1] = ""
-    marked = [(word.lower() if word.isascii() else fold(word)) in wanted for word in shown[1::2]]
+    # A word folds to as many characters as it has (fold drops only combining accents, which no word holds),
+    # so one longer than every query word is none of them: a long word is not folded a character at a time.
+    longest = max(map(len, wanted), default=0)
+    marked = [len(word) <= longest and (word.lower() if word.isascii() else fold(word)) in wanted
+              for word in shown[1::2]]
     if max(map(len, shown)) > PIECE_MAX_CHARS:
         shown = [_cut(piece) for piece in shown]
     shown[1::2] = [f"{MARK}{word}{MARK}" if mark else word for word, mark in zip(shown[1::2], marked, strict=True)]

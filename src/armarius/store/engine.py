@@ -383,9 +383,41 @@ def _meanwhile(gen: Any, work: list[Callable[[], object]], failures: list[BaseEx
         gen.close()
 
 
+_CONNECTION_FAILED = "The database connection failed; try again in a moment."
+_BUSY = "The database is busy; try again in a moment."
+#: PostgreSQL's errors that say the database cannot take the request now, whatever the request: the answer
+#: is storage_unavailable (with this message), and trying again later can work. By SQLSTATE, or the start
+#: of one (its class).
+_UNAVAILABLE_SQLSTATES = {
+    "08": _CONNECTION_FAILED,  # connection exception
+    "57P": _CONNECTION_FAILED,  # the server shutting down, crashed, starting, the database dropped, idle timeout
+    "57014": _BUSY,  # query cancelled (statement_timeout)
+    "40": _BUSY,  # transaction rollback: serialization failure, deadlock
+    "55P03": _BUSY,  # lock not available (lock_timeout)
+    "53": "The database is out of resources (disk, memory or connections); try again later.",
+}
+
+
+def _unavailable(exc: psycopg.OperationalError) -> str | None:
+    """What storage_unavailable says of ``exc``, or None if it is not the database's state but the request's
+    or a fault (see _storage_errors)."""
+    state = exc.sqlstate
+    if state is None:  # the client's own: the server went away, or never answered
+        return _CONNECTION_FAILED
+    return next((_UNAVAILABLE_SQLSTATES[start] for start in (state, state[:3], state[:2])
+                 if start in _UNAVAILABLE_SQLSTATES), None)
+
+
 @contextmanager
 def _storage_errors() -> Iterator[None]:
-    """The engines' errors as the features see them."""
+    """The engines' errors as the features see them.
+
+    PostgreSQL's operational errors are told apart by their SQLSTATE: the connection lost or refused, the
+    server shutting down or cancelling, its resources exhausted, a serialization failure, a deadlock or a
+    lock timeout are ``storage_unavailable`` (_UNAVAILABLE_SQLSTATES): the request may succeed later. A
+    program limit (class 54: a tsvector of more than 1 MiB, an index row too large) is the request's, and
+    would fail every time: ``invalid_input``. Any other operational error (a server misconfiguration, a
+    file the server cannot read) is neither, and goes up as it is, to be logged as an internal error."""
     try:
         yield
     except UnicodeEncodeError as exc:
@@ -402,10 +434,16 @@ def _storage_errors() -> Iterator[None]:
         raise UniqueViolation(exc.diag.constraint_name or "unique") from exc
     except sqlite3.OperationalError as exc:
         if exc.sqlite_errorname in ("SQLITE_BUSY", "SQLITE_LOCKED"):
-            raise StorageUnavailable("The database is busy; try again in a moment.") from exc
+            raise StorageUnavailable(_BUSY) from exc
         raise
     except psycopg.OperationalError as exc:
-        raise StorageUnavailable("The database connection failed; try again in a moment.") from exc
+        if (exc.sqlstate or "").startswith("54"):  # program limit exceeded
+            raise InvalidInput("This is more than the database can store or index in one piece (a PostgreSQL "
+                               "limit, which trying again does not lift): make it smaller, or split it.") from exc
+        message = _unavailable(exc)
+        if message is None:
+            raise
+        raise StorageUnavailable(message) from exc
     except psycopg.errors.DataError as exc:
         raise InvalidInput("A value does not fit the column it is stored in.") from exc
 
