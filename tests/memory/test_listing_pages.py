@@ -100,6 +100,25 @@ def test_an_empty_queue(app: Armarius, team: Team) -> None:
     assert app.memory.needs_review_summary(team.human) == {"count": 0, "oldest_at": None}
 
 
+def test_a_diff_splits_at_line_feeds_only_shows_the_final_line_break_and_is_bounded(app: Armarius, team: Team
+                                                                                   ) -> None:
+    """An agent writes both revisions a person compares: a carriage return or U+2028 stays in its line (where the
+    pages show its marker), a change of the final line break alone shows, and a diff too costly to match line by
+    line says so instead of taking seconds (textdiff's bound)."""
+    write(app, team, "ops/sep", "one\rtwo\u2028three\n")
+    write(app, team, "ops/sep", "one\rtwo\u2028three")
+    assert app.memory.diff(team.human, "ops/sep", 1, 2)["diff"] == (
+        "--- ops/sep@1\n+++ ops/sep@2\n@@ -1,3 +1,3 @@\n # About ops/sep\n \n-one\rtwo\u2028three\n"
+        "+one\rtwo\u2028three\n\\ No line break at the end\n")
+    lines = [f"{index % 7} {'x' * (index % 3)}" for index in range(12_000)]
+    write(app, team, "ops/big", "\n".join(lines) + "\n")
+    write(app, team, "ops/big", "\n".join(reversed(lines)) + "\n")
+    shown = app.memory.diff(team.human, "ops/big", 1, 2)["diff"]
+    assert shown.startswith("--- ops/big@1\n+++ ops/big@2\n"), shown[:300]
+    assert len(shown.splitlines()) == 3, shown[:300]
+    assert "compare the complete contents" in shown
+
+
 def test_diff_of_any_two_revisions_shows_title_tags_and_body(app: Armarius, team: Team) -> None:
     write(app, team, "ops/db", "line one\nline two\n", title="The database", tags=["ops"])
     write(app, team, "ops/db", "line one\nline 2\n", title="The database", tags=["ops", "db"])

@@ -7,13 +7,13 @@ curation is never overwritten unseen.
 
 from __future__ import annotations
 
-import difflib
 import uuid
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from armarius import textdiff
 from armarius.audit import chain as audit
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
@@ -745,18 +745,19 @@ def _check_limit(limit: Any) -> None:
 def _diff(slug: str, old: dict[str, Any], new: dict[str, Any], *, old_note: str = "", new_note: str = "") -> str:
     """A unified diff of two revisions' content (``revision``, ``title``, ``tags``, ``body``): the title, the
     tags (when either has any; a tag never holds a parenthesis) and the body, labelled ``slug@revision`` and a
-    note."""
+    note; lines split at line feeds only, at a bounded cost (:mod:`armarius.textdiff`: past it, the two labels
+    and why the diff is not shown, and the reader compares the revisions themselves)."""
     tagged = bool(old["tags"]) or bool(new["tags"])
 
-    def text(content: dict[str, Any]) -> list[str]:
-        tags = [f"tags: {', '.join(content['tags']) or '(none)'}\n"] if tagged else []
-        return [f"# {content['title']}\n", *tags, "\n", *content["body"].splitlines(keepends=True)]
+    def text(content: dict[str, Any]) -> str:
+        tags = f"tags: {', '.join(content['tags']) or '(none)'}\n" if tagged else ""
+        return f"# {content['title']}\n{tags}\n{content['body']}"
 
-    lines = difflib.unified_diff(
-        text(old), text(new),
-        fromfile=f"{slug}@{old['revision']}{old_note}", tofile=f"{slug}@{new['revision']}{new_note}",
-    )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    compared = textdiff.text_diff(text(old), text(new), fromfile=f"{slug}@{old['revision']}{old_note}",
+                                  tofile=f"{slug}@{new['revision']}{new_note}")
+    if compared.note is not None:
+        return f"--- {slug}@{old['revision']}{old_note}\n+++ {slug}@{new['revision']}{new_note}\n{compared.note}\n"
+    return "".join(f"{line}\n" for line in compared.lines)
 
 
 class _Unwritten(Exception):
