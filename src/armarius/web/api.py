@@ -383,7 +383,7 @@ _REVIEW_ROUTES = [
              lambda call: memory_page.revert(call.app, call.actor, call.body["slug"], call.body["reason"]),
              method="POST", callers=HUMANS,
              body={"type": "object", "required": ["slug", "reason"], "additionalProperties": False,
-                   "properties": {"slug": _SLUG, "reason": repair_pages.text_schema(REASON_MAX)}},
+                   "properties": {"slug": _SLUG, "reason": repair_pages.text_schema(REASON_MAX, visible=True)}},
              response=_CURATION, errors=(_NOT_FOUND,)),
     ApiRoute("/api/audit", "One page of the workspace's audit events, newest first, filtered, and whether its chain "
              "verifies; administrators (principals.manage) only (the twin of the page /audit).",

@@ -15,7 +15,6 @@ textarea's line breaks as CRLF; the page turns them back into LF, as the body wa
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from starlette.responses import Response
@@ -26,9 +25,9 @@ from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
 from armarius.evidence.model import BODY_MAX_BYTES
 from armarius.evidence.model import Status as UnitStatus
-from armarius.memory.model import REASON_MAX, SLUG_MAX, SLUG_PATTERN, TITLE_MAX, invisible_in_title
+from armarius.memory.model import REASON_MAX, SLUG_MAX, SLUG_PATTERN, TITLE_MAX
 from armarius.web.pages.gate import HUMANS, PAGE_SIZE, View, Web, body_int, optional_number, whole_number
-from armarius.web.pages.repairs import ID_MAX, text_schema
+from armarius.web.pages.repairs import ID_MAX, forbidden_in_title, text_schema
 
 STATUSES = tuple(status.value for status in UnitStatus)
 
@@ -163,28 +162,9 @@ _TEXT = text_schema(BODY_MAX_BYTES, not_blank=False)
 _REASON = text_schema(REASON_MAX, not_blank=False)
 
 
-def _forbidden_in_title() -> str:
-    """The characters a title may not hold (:func:`armarius.memory.model.invisible_in_title`), as a regular
-    expression class's ranges: BMP characters escaped as ``\\uXXXX``, which every
-    engine reads alike, the others as themselves. (A lone surrogate, which no engine's class may name, never
-    reaches a title: JSON text that holds one is refused as a title by the service.)"""
-    ranges: list[tuple[int, int]] = []
-    for code in range(sys.maxunicode + 1):
-        if invisible_in_title(chr(code)):
-            if ranges and ranges[-1][1] == code - 1:
-                ranges[-1] = (ranges[-1][0], code)
-            else:
-                ranges.append((code, code))
-
-    def shown(code: int) -> str:
-        return f"\\u{code:04x}" if code <= 0xFFFF else chr(code)
-
-    return "".join(shown(low) if low == high else f"{shown(low)}-{shown(high)}" for low, high in ranges)
-
-
 #: A title the service accepts: 1 to TITLE_MAX characters, not blank, one line without control or invisible
 #: formatting characters.
-_TITLE = text_schema(TITLE_MAX, forbidden=_forbidden_in_title())
+_TITLE = text_schema(TITLE_MAX, forbidden=forbidden_in_title())
 _SUMMARY: dict[str, Any] = {"type": "object", "required": ["unit", "title", "status", "revision"], "properties": {
     "unit": {"type": "string"}, "title": {"type": "string"}, "status": {"type": "string", "enum": list(STATUSES)},
     "revision": {"type": "integer"}, "reviewed_revision": {"type": ["integer", "null"]},

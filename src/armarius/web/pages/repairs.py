@@ -23,7 +23,9 @@ its status, and nothing changes. The JSON twins are in :data:`API_ROUTES` (splic
 
 from __future__ import annotations
 
+import functools
 import json
+import sys
 from typing import Any
 
 from starlette.responses import Response
@@ -33,6 +35,7 @@ from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
 from armarius.errors import NotFound
+from armarius.memory.model import invisible_in_title
 from armarius.repairs import compare
 from armarius.repairs.model import TEXT_MAX, Status, TargetKind
 from armarius.repairs.service import APPLIER
@@ -182,14 +185,39 @@ WHITE_SPACE = ("\\u0009-\\u000d\\u001c-\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u20
                "\\u205f\\u3000")
 
 
-def text_schema(max_length: int, *, not_blank: bool = True, forbidden: str = "\\u0000") -> dict[str, Any]:
+def text_schema(max_length: int, *, not_blank: bool = True, forbidden: str = "\\u0000",
+                visible: bool = False) -> dict[str, Any]:
     """The JSON schema of a text a service accepts: at most ``max_length`` characters, none of the ``forbidden``
     ones (a regular expression class's content; by default NUL), and with ``not_blank`` one that is not white
-    space. Written so that a pattern never depends on how a regular expression engine reads ``$``."""
+    space; with ``visible`` one that is neither white space nor invisible (a required reason: see
+    :func:`armarius.memory.model.check_reason`). Written so that a pattern never depends on how a regular
+    expression engine reads ``$``."""
     schema: dict[str, Any] = {"type": "string", "maxLength": max_length, "not": {"pattern": f"[{forbidden}]"}}
-    if not_blank:
+    if visible:
+        schema.update(minLength=1, pattern=f"[^{WHITE_SPACE}{forbidden_in_title()}]")
+    elif not_blank:
         schema.update(minLength=1, pattern=f"[^{WHITE_SPACE}]")  # a character str.strip() keeps
     return schema
+
+
+@functools.cache
+def forbidden_in_title() -> str:
+    """The characters a title may not hold (:func:`armarius.memory.model.invisible_in_title`), as a regular
+    expression class's ranges: BMP characters escaped as ``\\uXXXX``, which every
+    engine reads alike, the others as themselves. (A lone surrogate, which no engine's class may name, never
+    reaches a title: JSON text that holds one is refused as a title by the service.)"""
+    ranges: list[tuple[int, int]] = []
+    for code in range(sys.maxunicode + 1):
+        if invisible_in_title(chr(code)):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+
+    def shown(code: int) -> str:
+        return f"\\u{code:04x}" if code <= 0xFFFF else chr(code)
+
+    return "".join(shown(low) if low == high else f"{shown(low)}-{shown(high)}" for low, high in ranges)
 
 
 # The JSON twins (ApiRoute fields; spliced into armarius.web.api.API_ROUTES) --------------------------
