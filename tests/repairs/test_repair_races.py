@@ -60,6 +60,15 @@ def decide(app: Armarius, _agent: Actor, person: Actor, repair: int, reject: boo
     return as_outcome(app.repairs.apply, person, repair, "opt-1", take_over=True)
 
 
+def sole_winner(outcomes: list[Outcome], context: str) -> int:
+    """The index of the one racer whose call answered: none crashed, exactly one won."""
+    crashed = [outcome for outcome in outcomes if "exception" in outcome]
+    assert not crashed, f"{context}\n{crashed[0]['traceback']}"
+    won = [index for index, outcome in enumerate(outcomes) if "ok" in outcome]
+    assert len(won) == 1, context
+    return won[0]
+
+
 def audit_head(desk: Desk) -> int:
     """The workspace's last audit sequence number."""
     with OwnerSQL(desk.app.settings) as sql:
@@ -123,11 +132,7 @@ def play(desk: Desk, racers: Racers, number: int, outcomes_seen: Counter[str], w
     head = audit_head(desk)
     outcomes = racers.race([(number, admin, repair, stays_open) for admin in admins])
     context = f"round {number} ({kind}, {'open' if stays_open else 'closed'} session): {outcomes}"
-    crashed = [outcome for outcome in outcomes if "exception" in outcome]
-    assert not crashed, f"{context}\n{crashed[0]['traceback']}"
-    won = [index for index, outcome in enumerate(outcomes) if "ok" in outcome]
-    assert len(won) == 1, context
-    (winner,) = won
+    winner = sole_winner(outcomes, context)
     answer = outcomes[winner]["ok"]
     assert (answer["status"], answer["written"], answer["decided_by"]) == (
         "active", True, admins[winner].audit_name), context
@@ -194,11 +199,7 @@ def test_a_reject_racing_an_apply_with_takeover_leaves_no_trace_of_the_loser(des
         head = audit_head(desk)
         outcomes = racers.race([(number, person, repair, person is desk.human) for person in people])
         context = f"round {number} ({target}): {outcomes}"
-        crashed = [outcome for outcome in outcomes if "exception" in outcome]
-        assert not crashed, f"{context}\n{crashed[0]['traceback']}"
-        won = [index for index, outcome in enumerate(outcomes) if "ok" in outcome]
-        assert len(won) == 1, context
-        (winner,) = won
+        winner = sole_winner(outcomes, context)
         loser = outcomes[1 - winner]
         assert (loser["type"], loser["code"]) == (Conflict.__name__, "conflict"), context
         status = outcomes[winner]["ok"]["status"]

@@ -377,15 +377,7 @@ class GitRepository:
             if any(done is None or (prefix is not None and is_under(prefix, done)) for done in covered):
                 return dict(self._not_blobs)
         blobs = [entry.blob for entry in self.tree(commit) if entry.mode in BLOB_MODES and is_under(entry.path, prefix)]
-        found = self._object_types(blobs)
-        with self._types_lock:
-            if len(self._not_blobs) + len(found) > _SHA256_MEMORY or len(self._checked) >= _COMMITS_CHECKED:
-                self._not_blobs.clear()
-                self._checked.clear()
-            self._not_blobs.update(found)
-            checked = self._checked.setdefault(commit, [])
-            checked[:] = [None] if prefix is None else [*checked[1 - _PREFIXES_CHECKED:], prefix]
-            return dict(self._not_blobs)
+        return self._remember_not_blobs(self._object_types(blobs), covered=(commit, prefix))
 
     def _object_types(self, objects: Sequence[str]) -> dict[str, str]:
         """The type of each of these objects that is there and is no blob (``git cat-file --batch-check``)."""
@@ -450,12 +442,22 @@ class GitRepository:
             if remaining != 0:
                 raise ResearchUnavailable("The source repository answered in a form that could not be read.")
 
-    def _remember_not_blobs(self, found: dict[str, str]) -> None:
+    def _remember_not_blobs(self, found: dict[str, str], *, covered: tuple[str, str | None] | None = None
+                            ) -> dict[str, str]:
+        """Remember objects that are no blob (all forgotten past _SHA256_MEMORY of them); ``covered``: the commit
+        and prefix whose file entries were all checked (all forgotten past _COMMITS_CHECKED commits). What is
+        remembered now."""
         with self._types_lock:
-            if len(self._not_blobs) + len(found) > _SHA256_MEMORY:
+            if (len(self._not_blobs) + len(found) > _SHA256_MEMORY
+                    or (covered is not None and len(self._checked) >= _COMMITS_CHECKED)):
                 self._not_blobs.clear()
                 self._checked.clear()
             self._not_blobs.update(found)
+            if covered is not None:
+                commit, prefix = covered
+                checked = self._checked.setdefault(commit, [])
+                checked[:] = [None] if prefix is None else [*checked[1 - _PREFIXES_CHECKED:], prefix]
+            return dict(self._not_blobs)
 
     def tree_index(self, commit: str) -> TreeIndex:
         """The commit's tree, indexed (cached)."""
