@@ -10,7 +10,7 @@ and not timed.
    repeated with confirm_distinct and a reason if Armarius asks for it; create_entities), then a
    fixed search mix (recall, limit 10; search_nodes). Each query has a planted entry (its text in a
    short note): both sides must find it.
-2. per-call server CPU, from /proc/<pid>/stat (utime + stime), of every Armarius tool against a
+2. per-call server CPU, from the server process's CPU clock (nanoseconds), of every Armarius tool against a
    no-op tool on the same SDK (bench/noop_server.py, the floor), both over stdio.
 3. ``database.rows``, ``database.count`` and an escaped ``contains`` through project_query over
    MCP stdio against DBHub (``@bytebase/dbhub``, npm, its execute_sql over stdio, given the SELECT

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -233,3 +235,34 @@ async def test_the_store_reads_answer_while_another_process_holds_the_write_lock
         assert app.memory.read(team.agent, slug="deploy/staging")["revision"] == 1
     finally:
         app.close()
+
+
+_SPANS_CHILD = """
+import sys
+from pathlib import Path
+from opentelemetry import trace
+from opentelemetry.trace import NoOpTracerProvider
+from mcp.server._otel import OpenTelemetryMiddleware
+from armarius.app import open_app
+from armarius.config import Settings
+from armarius.mcp.server import build_server
+
+if len(sys.argv) > 2:
+    trace.set_tracer_provider(NoOpTracerProvider())
+app = open_app(Settings(data_dir=Path(sys.argv[1])))
+try:
+    server = build_server(app, lambda _ctx: None)
+    print(sum(isinstance(middleware, OpenTelemetryMiddleware) for middleware in server.middleware))
+finally:
+    app.close()
+"""
+
+
+@pytest.mark.parametrize("provider", [False, True], ids=["no tracer provider", "a tracer provider installed"])
+def test_each_message_is_a_span_only_where_spans_go_somewhere(tmp_path: Path, provider: bool) -> None:
+    """The SDK wraps every message in an OpenTelemetry span, a no-op costing each call some 0.05 ms until a
+    tracer provider is installed: the server keeps the spans only where one was installed before it was built."""
+    initialize(Settings(data_dir=tmp_path))
+    arguments = [sys.executable, "-c", _SPANS_CHILD, str(tmp_path), *(["provider"] if provider else [])]
+    found = subprocess.run(arguments, capture_output=True, text=True, check=True, timeout=60)
+    assert found.stdout.strip() == ("1" if provider else "0"), found.stderr

@@ -18,9 +18,11 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from opentelemetry import trace
 
 import armarius
 from armarius.app import Armarius
@@ -145,7 +147,7 @@ def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSp
         tool = registry.get(name)
         return None if tool is None else tool.input_schema
 
-    return Server(
+    server: Server[Any] = Server(
         "armarius",
         version=armarius.__version__,
         instructions=INSTRUCTIONS,
@@ -155,6 +157,17 @@ def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSp
         on_read_resource=read_resource,
         get_tool_input_schema=input_schema,
     )
+    if not _tracing():
+        server.middleware = [middleware for middleware in server.middleware
+                             if not isinstance(middleware, OpenTelemetryMiddleware)]
+    return server
+
+
+def _tracing() -> bool:
+    """Whether OpenTelemetry spans go anywhere: a tracer provider was installed (by the OpenTelemetry SDK, or
+    ``opentelemetry-instrument``) before the server was built. The SDK wraps every message in a span
+    whatever happens to it; without a provider each one is a no-op that still costs the call some 0.05 ms."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
 def _describe(tool: ToolSpec) -> types.Tool:
