@@ -4,9 +4,6 @@ in-process search, exact and in two steps."""
 
 from __future__ import annotations
 
-import os
-import select
-import signal
 from array import array
 from pathlib import Path
 from typing import Any
@@ -136,31 +133,3 @@ def test_the_words_in_use_stay_in_the_word_cache(reference: Any, monkeypatch: py
         text = f"deploy host \n{' '.join(f'w{n}x{k}' for k in range(20))}"
         assert ids_of(tokens, text) == reference.tokenizer.encode(text, add_special_tokens=False).ids
         assert {"deploy", "host"} <= tokens._words.keys() | tokens._older.keys()
-
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="a system without fork has no forked child")
-def test_a_forked_child_makes_embeddings_in_a_thread_of_its_own() -> None:
-    """SQLite's remember makes its vector in the process's embedding thread; a child forked after that thread
-    ran (`armarius serve --workers`) has no such thread and must start its own, not wait for the parent's."""
-    embedder = WordLlamaEmbedder()
-    made = vectors.embedding(embedder, "Deploy host", "Releases go to stage-3 first.")
-    assert vectors._embedding_thread.submit(embedder, "Deploy host", "Releases go to stage-3 first.").result() == made
-    reading, writing = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: report what its thread made, then leave without running the parent's cleanup
-        try:
-            os.write(writing, vectors._embedding_thread.submit(embedder, "Deploy host",
-                                                               "Releases go to stage-3 first.").result())
-        finally:
-            os._exit(0)
-    os.close(writing)
-    try:
-        answered, _, _ = select.select([reading], [], [], 60)
-        if not answered:
-            os.kill(pid, signal.SIGKILL)
-        assert answered, "the child waited for an embedding thread it does not have"
-        assert os.read(reading, 2 * len(made)) == made
-    finally:
-        os.close(reading)
-        os.waitpid(pid, 0)

@@ -308,9 +308,9 @@ class _BrokenEmbedder:
 
 
 def test_a_creation_asked_for_a_judgment_never_fails_for_its_unused_vector(app: Armarius, team: Team) -> None:
-    """The new entry's vector is made while the duplicate check runs; when the check asks for a judgment
-    nothing is written, and a failure making that vector is not the caller's: its transaction goes on (both
-    engines; on PostgreSQL the vector is made in the transaction's thread, on SQLite in the embedding thread)."""
+    """On PostgreSQL the new entry's vector is made while the duplicate check travels; when the check asks for a
+    judgment nothing is written, and a failure making that vector is not the caller's: its transaction goes on
+    (both engines; on SQLite the vector is made only where it is stored)."""
     duplicate = RememberRequest("ops/staging-host", STAGING.title, STAGING.body)
     app.memory.vectors = VectorIndex(_BrokenEmbedder())
     with app.database.transaction(workspace_id=team.agent.workspace_id, write=True) as tx:

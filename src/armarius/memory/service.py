@@ -291,8 +291,8 @@ class MemoryService:
                 entry = queries.entry_by_slug(tx, slug, lock=True)
                 duplicates, created, embedded, now = None, None, None, utc_now()
                 if entry is None:
-                    # The new entry's vector is made while the duplicate check runs (PostgreSQL: while it travels;
-                    # a new revision's, while its statements travel: see _embed).
+                    # The new entry's vector: on PostgreSQL made while the duplicate check travels (a new
+                    # revision's, while its statements travel: see _embed); on SQLite when it is stored.
                     embedded = None if self.vectors is None else vectors.embedding_meanwhile(
                         tx, self.vectors.embedder, title, body)
                     # Creations queue up per workspace, so the duplicate check sees a concurrent creation (its
