@@ -133,7 +133,8 @@ def test_create_edit_and_review_with_the_forms(app: Armarius, team: Team, visito
                                                                      title="DNS outage", body="Line one\nLine 2\n"),
                                  follow_redirects=True)
     assert "is unchanged at revision 2" in flash_of(unchanged.text)
-    reviewed = person.http.post(f"/evidence/review/{UNIT}", data=form(person, revision="2"), follow_redirects=True)
+    reviewed = person.http.post(f"/evidence/review/{UNIT}", data=form(person, revision="2", confirm="yes"),
+                                follow_redirects=True)
     assert "revision 2 is reviewed" in flash_of(reviewed.text)
     assert "an administrator (evidence.manage) activates it" in reviewed.text
     assert app.evidence.current(team.human, UNIT).status == "reviewed"
@@ -148,7 +149,7 @@ def test_an_editor_cannot_activate_and_a_reader_cannot_edit_or_review(app: Armar
     answers = [editor.http.post(f"/evidence/activate/{UNIT}", data=form(editor, revision="1")),
                reader.http.post(f"/evidence/edit/{UNIT}", data=form(reader, expected_revision="1", title="X",
                                                                     body="y")),
-               reader.http.post(f"/evidence/review/{UNIT}", data=form(reader, revision="1")),
+               reader.http.post(f"/evidence/review/{UNIT}", data=form(reader, revision="1", confirm="yes")),
                reader.http.post("/evidence/new", data=form(reader, unit="a/b", title="T", body="b"))]
     twin = editor.http.post("/api/evidence/activate", json={"unit": UNIT, "revision": 1},
                             headers={"X-CSRF-Token": editor.csrf()})
@@ -173,7 +174,7 @@ def test_a_file_changed_outside_is_shown_and_restored(app: Armarius, team: Team,
     assert "Take the file as revision 2" in page
     assert "Restore the file from revision 1" in page
     before = snapshot(app)
-    refused = person.http.post(f"/evidence/review/{UNIT}", data=form(person, revision="1"))
+    refused = person.http.post(f"/evidence/review/{UNIT}", data=form(person, revision="1", confirm="yes"))
     assert refused.status_code == 409
     assert "differs from it" in refused.text
     assert snapshot(app) == before

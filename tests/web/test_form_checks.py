@@ -1,26 +1,31 @@
 """What the server checks of a posted form itself, whatever the browser checked: the confirmation boxes of a
-session's takeover and close, a body over the forms' limit (413, as errors.md says), and text that is not
-UTF-8 (refused, never stored with replacement characters). Each refusal changes nothing."""
+session's takeover and close and of an evidence unit's review (every required checkbox of the templates is
+accounted for), a body over the forms' limit (413, as errors.md says), and text that is not UTF-8 (refused,
+never stored with replacement characters). Each refusal changes nothing."""
 
 from __future__ import annotations
 
 import html
 import json
 import re
+from collections import Counter
+from pathlib import Path
 
 import httpx
 import pytest
 
+import armarius.web
 from armarius.app import Armarius
 from armarius.auth.permissions import Kind, Role
+from armarius.errors import InvalidInput
 from armarius.memory.service import RememberRequest
 from armarius.web.api import BODY_MAX_BYTES as API_BODY_MAX_BYTES
-from armarius.web.pages.gate import FORM_MAX_BYTES
+from armarius.web.pages.gate import FORM_MAX_BYTES, Form, confirmed
 from tests.helpers import OPERATOR, Team, make_team
 from tests.web.people import Person, Visitors
 from tests.web.test_gate_security import chain_events
 from tests.web.test_http_abuse import port_of, raw, status_of
-from tests.web.test_workspace_binding import store
+from tests.web.test_workspace_binding import PageForms, store
 
 ADMIN = ("alpha-admin", "admin correct horse battery")
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -66,6 +71,78 @@ def test_a_takeover_or_close_without_its_confirmation_box_is_refused(action: str
     shown = app.sessions.show(team.human, session)
     assert (shown["owner"] if action == "takeover" else shown["status"]) == (
         "human:alpha-admin" if action == "takeover" else "closed")
+
+
+#: Ticked or not, as a script may send it: only ``confirm=yes`` (what the templates' boxes send) confirms.
+UNCONFIRMED = ({}, {"confirm": ""}, {"confirm": "no"}, {"confirm": "on"}, {"confirm": "YES"}, {"confirm": "yes "})
+UNIT = "incident/dns-outage"
+
+
+def test_an_evidence_review_without_its_confirmation_box_is_refused_and_changes_nothing(
+        app: Armarius, visitors: Visitors) -> None:
+    team = make_team(app)
+    app.evidence.create(team.human, UNIT, "DNS outage", "The resolver cache expired.\n")
+    person = visitors.log_in_team(team)
+    shown = PageForms(person.http.get(f"/evidence/units/{UNIT}").text).of(f"/evidence/review/{UNIT}")
+    assert shown["confirm"] == "yes", "the page's box sends what the server checks"
+    without = {key: value for key, value in shown.items() if key != "confirm"}
+    before, events = store(app), len(chain_events(app, "alpha"))
+    answers = [person.http.post(f"/evidence/review/{UNIT}", data={**without, **fields}) for fields in UNCONFIRMED]
+    for answer in answers:
+        assert answer.status_code == 400, answer.text
+        message, code = error_of(answer)
+        assert code == "invalid_input"
+        assert message == "Tick the box that confirms that you read revision 1 as shown, then submit the form again."
+    assert store(app) == before, "no row, audit event or file changed"
+    assert len(chain_events(app, "alpha")) == events
+    unit = app.evidence.current(team.human, UNIT)
+    assert (unit.status, unit.reviewed_revision) == ("edited", None)
+    # The page's form as a browser sends it, the box ticked: reviewed, and recorded.
+    done = person.http.post(f"/evidence/review/{UNIT}", data=shown)
+    assert done.status_code == 303, done.text
+    unit = app.evidence.current(team.human, UNIT)
+    assert (unit.status, unit.reviewed_revision) == ("reviewed", 1)
+    assert len(chain_events(app, "alpha")) > events
+
+
+@pytest.mark.parametrize("pairs", [[(key, value) for key, value in fields.items()] for fields in UNCONFIRMED]
+                         + [[("confirm", "no"), ("confirm", "yes")], [("Confirm", "yes")], [("x", "yes")]], ids=repr)
+def test_the_confirmation_check_refuses_all_but_confirm_yes_and_names_its_field(pairs: list[tuple[str, str]]) -> None:
+    """The one check every page's confirmation box goes through (gate.confirmed): the error the page shows is a
+    400 invalid_input naming the field confirm."""
+    with pytest.raises(InvalidInput) as refused:
+        confirmed(Form(pairs), "the takeover")
+    assert refused.value.http_status == 400
+    assert refused.value.to_dict(for_agent=False) == {
+        "code": "invalid_input", "details": {"field": "confirm"},
+        "message": "Tick the box that confirms the takeover, then submit the form again."}
+    confirmed(Form([("confirm", "yes"), *pairs]), "the takeover")  # ticked: passes, whatever else the form holds
+
+
+#: Every required checkbox of the page templates: (template, name, value) and how many. Each one is checked on the
+#: server, and shown to be by a test: ``confirm`` with gate.confirmed (the sessions' takeover and close and the
+#: evidence review, tested in this module; ``post_button``'s ``confirm_label``), ``take_over`` by the repair
+#: service itself (an apply in another principal's open session is refused without it:
+#: test_repair_pages.test_an_administrator_must_confirm_the_takeover_and_then_applies). A new one belongs here
+#: only with its server-side check and a test that a form without it is refused and changes nothing.
+REQUIRED_BOXES = Counter({
+    ("evidence/show.html", "confirm", "yes"): 1,
+    ("macros.html", "confirm", "yes"): 1,
+    ("repairs/show.html", "take_over", "yes"): 1,
+    ("sessions/show.html", "confirm", "yes"): 2,
+})
+
+
+def test_every_required_checkbox_of_the_templates_is_one_the_server_checks() -> None:
+    folder = Path(armarius.web.__file__).parent / "templates"
+    found: Counter[tuple[str, str, str]] = Counter()
+    for template in sorted(folder.rglob("*.html")):
+        for tag in re.findall(r"<input\b[^>]*>", template.read_text(encoding="utf-8")):
+            attributes = dict(re.findall(r'([\w-]+)(?:="([^"]*)")?', tag[len("<input"):]))
+            if attributes.get("type") == "checkbox" and "required" in attributes:
+                found[(template.relative_to(folder).as_posix(), attributes.get("name", ""),
+                       attributes.get("value", ""))] += 1
+    assert found == REQUIRED_BOXES
 
 
 # A body over the forms' limit --------------------------------------------------------------------------

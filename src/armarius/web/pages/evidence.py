@@ -9,8 +9,11 @@ after a fixed prefix (``/evidence/review/<name>``) rather than before a suffix.
 Every action calls ``EvidenceService`` as the CLI does, with the person's current role: ``create`` and
 ``edit`` (``memory.write``; the edit form carries the revision it showed, so an edit of a unit changed
 meanwhile is refused), ``review`` of exactly the revision shown (``memory.curate``), ``activate`` of the
-reviewed revision (administrators: ``evidence.manage``), and ``restore`` of the file. A browser sends a
-textarea's line breaks as CRLF; the page turns them back into LF, as the body was shown.
+reviewed revision (administrators: ``evidence.manage``), and ``restore`` of the file. The review form's
+required checkbox ("I read revision N as shown", ``confirm=yes``) is checked here too (``gate.confirmed``): a
+form without it is refused (400) and nothing is done; the JSON twin, for scripts, takes no such field (as the
+sessions' twins). A browser sends a textarea's line breaks as CRLF; the page turns them back into LF, as the
+body was shown.
 """
 
 from __future__ import annotations
@@ -26,7 +29,16 @@ from armarius.auth.permissions import Permission
 from armarius.evidence.model import BODY_MAX_BYTES
 from armarius.evidence.model import Status as UnitStatus
 from armarius.memory.model import REASON_MAX, SLUG_MAX, SLUG_PATTERN, TITLE_MAX
-from armarius.web.pages.gate import HUMANS, PAGE_SIZE, View, Web, body_int, optional_number, whole_number
+from armarius.web.pages.gate import (
+    HUMANS,
+    PAGE_SIZE,
+    View,
+    Web,
+    body_int,
+    confirmed,
+    optional_number,
+    whole_number,
+)
 from armarius.web.pages.repairs import ID_MAX, forbidden_in_title, text_schema
 
 STATUSES = tuple(status.value for status in UnitStatus)
@@ -133,7 +145,9 @@ def edit_action(view: View) -> Response:
 
 def review_action(view: View) -> Response:
     name = view.path("name")
-    result = view.app.evidence.review(view.actor, name, whole_number(view.form.get("revision"), "revision", 0))
+    revision = whole_number(view.form.get("revision"), "revision", 0)
+    confirmed(view.form, f"that you read revision {revision} as shown")
+    result = view.app.evidence.review(view.actor, name, revision)
     said = "is reviewed" if result["changed"] else f"was {result['status']} already"
     return view.redirect(unit_url(name), flash=f"{name} revision {result['revision']} {said}.", kind="success")
 

@@ -44,6 +44,10 @@ What the gate does before a handler runs, on every request:
 - **Form text is UTF-8**: a field whose percent-encoded bytes are not UTF-8 is refused (400
   ``invalid_input``) after the CSRF check, never stored with replacement characters; a body longer
   than ``FORM_MAX_BYTES`` is refused with 413 ``request_too_large`` before it is read.
+- **A confirmation checkbox is the handler's to check**: a form with a required ``confirm=yes`` box
+  (``post_button``'s ``confirm_label``) has a handler that calls ``confirmed(view.form, what)``
+  (:func:`confirmed`) before the service, so a form without the box ticked is refused (400
+  ``invalid_input``, field ``confirm``) and nothing is done.
 - **Handlers are plain functions run in a worker thread**, so they call the services directly,
   exactly as the CLI does: ``view.app.<service>.<function>(view.actor, …)``. Never check
   permissions in the page: the service does, and its refusal becomes the error page.
@@ -411,6 +415,16 @@ def whole_number(raw: str | None, name: str, default: int, *, minimum: int = 1) 
     if not raw.isascii() or not raw.isdigit() or len(raw) > 9 or int(raw) < minimum:
         raise InvalidInput(f"The parameter {name} must be a whole number of at least {minimum}.", field=name)
     return int(raw)
+
+
+def confirmed(form: Form, what: str) -> None:
+    """A form's required confirmation checkbox (``name="confirm" value="yes"``: the sessions' takeover and close,
+    the evidence review, ``post_button``'s ``confirm_label``), checked here too: a browser enforces ``required``,
+    a script need not. Without ``confirm=yes`` the decision is refused (400 ``invalid_input``, field
+    ``confirm``); call it (``confirmed(view.form, …)``) before the service, so that nothing is done. The JSON
+    twins take no such field."""
+    if form.get("confirm") != "yes":
+        raise InvalidInput(f"Tick the box that confirms {what}, then submit the form again.", field="confirm")
 
 
 def csrf_field(token: str) -> Markup:

@@ -9,7 +9,8 @@ store (``SessionService.verify``). The decisions call the CLI's service function
 current role: **Resume** (``resume``: refused before ``retry_not_before``, the page showing the wait),
 **Take over** (``take_over``, administrators), **Raise budget** (``raise_budget``), **Close**
 (``close``) and **Rebuild files** (``rebuild_files``). The takeover's and the close's required checkbox
-(``confirm=yes``) is checked here too: a form without it is refused (400) and nothing is done.
+(``confirm=yes``) is checked here too (``gate.confirmed``): a form without it is refused (400) and nothing is
+done.
 
 Captures are read from the session's capture files through ``SessionService.capture_files`` (the person
 must be able to read the session, and the capture must be one of its records), each checked against its
@@ -29,7 +30,7 @@ from starlette.routing import BaseRoute
 from armarius.app import Armarius
 from armarius.auth.model import Actor
 from armarius.auth.permissions import Permission
-from armarius.errors import Conflict, InvalidInput
+from armarius.errors import Conflict
 from armarius.sessions.model import SUBJECT_MAX, Status
 from armarius.web.pages.gate import (
     HUMANS,
@@ -37,6 +38,7 @@ from armarius.web.pages.gate import (
     View,
     Web,
     body_int,
+    confirmed,
     optional_number,
     paginate,
     whole_number,
@@ -154,16 +156,9 @@ def resume_action(view: View) -> Response:
     return _back(view, f"Session {shown['session']} resumed: it is {shown['status']} again.")
 
 
-def _confirmed(view: View, what: str) -> None:
-    """The form's required checkbox, checked here too (a browser checks it, a script need not): without it the
-    decision is refused (invalid_input) and nothing is done."""
-    if view.form.get("confirm") != "yes":
-        raise InvalidInput(f"Tick the box that confirms {what}, then submit the form again.", field="confirm")
-
-
 def take_over_action(view: View) -> Response:
     session_id = view.path_int("session")  # an id that cannot exist: 404 first, as on every form
-    _confirmed(view, "the takeover")
+    confirmed(view.form, "the takeover")
     shown = view.app.sessions.take_over(view.actor, session_id)
     return _back(view, f"Session {shown['session']} is now yours: what follows in it is recorded under your name.")
 
@@ -176,7 +171,7 @@ def budget_action(view: View) -> Response:
 
 def close_action(view: View) -> Response:
     session_id = view.path_int("session")
-    _confirmed(view, "closing the session")
+    confirmed(view.form, "closing the session")
     shown = view.app.sessions.close(view.actor, session_id, _note(view))
     return _back(view, f"Session {shown['session']} is closed; its evidence stays readable.")
 
