@@ -2,7 +2,10 @@
 32 HTTP clients of bench/compare.py's section 6, sampled with py-spy, printed per operation.
 
 py-spy samples the server process from outside (``--gil``: only the thread holding the GIL, so what it
-shows is Python work; SQLite, numpy and the network without the GIL do not appear). The report gives,
+shows is Python work; SQLite, numpy and the network without the GIL do not appear). It is time holding
+the GIL, not CPU: a thread that has just woken holds it while it waits for a core, so the code right
+after a wake-up (parsing a request, anyio asking for the running loop) is overstated, by ten times and
+more on a busy machine (docs/benchmarks.md, "Where the server's time goes"). The report gives,
 per operation answered, the milliseconds sampled on the event loop and in the worker threads, and the
 functions that took the most of it (their own time, and with what they call). The samples include the
 clients' warm-up (the server's first calls load the embedding model), so short runs overstate a little.
