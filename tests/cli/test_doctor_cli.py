@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
+import shlex
 import stat
-from collections.abc import Sequence
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,14 +20,18 @@ import psycopg
 import pymysql
 import pytest
 
-from armarius.app import initialize, open_app
+from armarius.app import Armarius, initialize, open_app
 from armarius.audit.keys import rotate_key_file
+from armarius.auth.permissions import Kind, Role
+from armarius.cli.context import armarius_command
 from armarius.config import Settings, masked_database_url
+from armarius.memory.embeddings import WordLlamaEmbedder
+from armarius.memory.service import RememberRequest
 from armarius.store.schema import latest_version
 from tests.audit.tamper import append_forged, forged_event
 from tests.cli.test_cli import Cli
 from tests.conftest import PG_ADMIN_URL, PostgresDatabase, service_missing
-from tests.helpers import OwnerSQL, make_team
+from tests.helpers import OPERATOR, OwnerSQL, Team, make_team
 from tests.research.repos import Repo, build_repo, source_entry, write_config
 from tests.research.world import (
     PASSWORD_VARIABLE,
@@ -35,6 +44,9 @@ from tests.research.world import (
 RESEARCH = "research.toml"
 MISSING_COMMIT = "1234567890abcdef1234567890abcdef12345678"
 URL_SECRET = "doctor-url-s3cret"
+ADMIN_PASSWORD = "doctor-admin correct horse"
+MODEL = WordLlamaEmbedder().model_id
+OFF = 'off (memory.embeddings = "off"): recall is by words only; no vectors to check'
 
 
 def doctor(settings: Settings, **env: str) -> tuple[int, dict[str, Any]]:
@@ -59,12 +71,16 @@ def problems(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def state(settings: Settings) -> dict[str, Any]:
     """What the doctor must leave as it was: the data folder's files, modes and bytes, and the database."""
     folder = settings.data_dir
-    files = {path.name: (stat.S_IMODE(path.stat().st_mode), hashlib.sha256(path.read_bytes()).hexdigest())
-             for path in sorted(folder.iterdir())}
+    files = {str(path.relative_to(folder)): (stat.S_IMODE(path.stat().st_mode),
+                                             hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None)
+             for path in sorted(folder.rglob("*"))}
     with OwnerSQL(settings) as owner:
         rows = [*owner.rows("SELECT version, name FROM schema_migrations ORDER BY version"),
                 *owner.rows("SELECT workspace_id, seq, hash, mac FROM audit_events ORDER BY workspace_id, seq"),
-                *owner.rows("SELECT id, name FROM workspaces ORDER BY id")]
+                *owner.rows("SELECT id, name FROM workspaces ORDER BY id"),
+                *owner.rows("SELECT id, name FROM vector_models ORDER BY id"),
+                *owner.rows("SELECT entry_id, seq, revision, model FROM entry_vectors ORDER BY entry_id"),
+                *owner.rows("SELECT unit_id, seq, revision, model FROM unit_vectors ORDER BY unit_id")]
     return {"folder": stat.S_IMODE(folder.stat().st_mode), "files": files, "rows": rows}
 
 
@@ -108,13 +124,15 @@ def test_a_healthy_store_passes_every_check(store: Settings, repo: Repo, tmp_pat
     found = checks(report)
     expected = ["configuration", "data folder", "audit key file", "database",
                 *(["database role", "row-level security", "database objects"] if settings.database_url else []),
-                "research source app", "research database world", "audit log"]
+                "research source app", "research database world", "audit log", "recall by meaning"]
     assert list(found) == expected
     assert all("fix" not in check for check in found.values())
     assert f"schema at version {latest_version('postgresql' if settings.database_url else 'sqlite')}" in (
         found["database"]["detail"])
     assert repo.pin[:12] in found["research source app"]["detail"]
     assert found["audit log"]["detail"].endswith(" events in 2 chains verify")
+    assert found["recall by meaning"]["detail"] == (f"every entry and active evidence unit of 1 workspace has a "
+                                                    f"vector of {MODEL}")
     if settings.database_url:
         assert found["database"]["detail"].startswith("PostgreSQL postgresql://")
         assert ":***@127.0.0.1" in found["database"]["detail"]
@@ -181,8 +199,10 @@ def test_a_schema_behind_or_ahead_of_this_code(store: Settings, ahead: bool) -> 
     code, report = doctor(store)
     assert code == 1
     found = problems(report)
-    assert list(found) == ["database", *(["database objects"] if store.database_url else []), "audit log"]
+    assert list(found) == ["database", *(["database objects"] if store.database_url else []), "audit log",
+                           "recall by meaning"]
     assert found["audit log"]["detail"] == "not checked: the database check failed"
+    assert found["recall by meaning"]["detail"] == "not checked: the database check failed"
     if store.database_url:  # a schema of another version has other objects
         assert found["database objects"]["detail"] == "not checked: the database check failed"
     if ahead:
@@ -200,9 +220,12 @@ def test_a_folder_without_a_database_is_left_as_it_was(tmp_path: Path) -> None:
     settings.data_dir.mkdir(mode=0o700)
     code, report = doctor(settings)
     assert code == 1
-    assert list(problems(report)) == ["audit key file", "database", "audit log"]
+    assert list(problems(report)) == ["audit key file", "database", "audit log", "recall by meaning"]
     assert problems(report)["database"]["detail"] == f"there is no SQLite file {settings.sqlite_path}"
     assert list(settings.data_dir.iterdir()) == []
+    code, report = doctor(settings, ARMARIUS_MEMORY_EMBEDDINGS="off")  # nothing to check: no database needed
+    assert list(problems(report)) == ["audit key file", "database", "audit log"]
+    assert checks(report)["recall by meaning"]["detail"] == OFF
     settings.sqlite_path.touch()  # a fresh, empty SQLite file: at version 0
     code, report = doctor(settings)
     assert code == 1
@@ -341,6 +364,150 @@ def test_a_broken_settings_file_is_named_not_a_traceback(tmp_path: Path) -> None
     assert "Traceback" not in result.stdout + result.stderr
     code, report = doctor(settings)
     assert (code, list(problems(report)), len(report["checks"])) == (1, ["configuration"], 1)
+
+
+# Recall by meaning ------------------------------------------------------------------------------------
+
+
+@contextmanager
+def embeddings_off(settings: Settings) -> Iterator[Armarius]:
+    """The application as a server with memory.embeddings = "off" runs it: what it writes gets no vector."""
+    application = open_app(replace(settings, memory_embeddings="off"))
+    try:
+        yield application
+    finally:
+        application.close()
+
+
+def activate_unit(app: Armarius, team: Team) -> None:
+    """An active evidence unit in the team's workspace (a human edits and reviews it, an admin activates it)."""
+    admin = f"{team.workspace}-admin"
+    app.directory.add_principal(admin, Kind.HUMAN, workspace=team.workspace, role=Role.ADMIN, by=OPERATOR,
+                                password=ADMIN_PASSWORD)
+    app.evidence.create(team.human, "infra/database-host", "Where the database lives",
+                        "The PostgreSQL primary runs on db-7.internal and replicates every minute.\n")
+    app.evidence.review(team.human, "infra/database-host", 1)
+    app.evidence.activate(app.directory.authenticate_password(admin, ADMIN_PASSWORD, workspace=team.workspace),
+                          "infra/database-host", 1)
+
+
+def run_fix(settings: Settings, check: dict[str, Any]) -> None:
+    """Run the command a check's fix names, as printed (between its first two backticks), in a shell's way."""
+    command = shlex.split(check["fix"].split("`")[1])
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, **Cli(settings).env})
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_fresh_store_has_nothing_to_embed(settings: Settings) -> None:
+    code, report = doctor(settings)
+    assert code == 0, report
+    assert checks(report)["recall by meaning"] == {
+        "name": "recall by meaning", "ok": True,
+        "detail": f"there are no workspaces yet: nothing to embed (model {MODEL})"}
+
+
+def test_entries_written_with_embeddings_off_are_named_until_reindexed(store: Settings) -> None:
+    """A store with memory.embeddings off for a while: a new revision of an entry embedded before, new entries
+    and an activated unit get no vector of the model, and the doctor names them with the reindex that embeds
+    them; after the reindex it is content. With embeddings off there is nothing to check."""
+    on = open_app(store)
+    try:
+        beta = make_team(on, "beta")
+        on.memory.remember(beta.agent, RememberRequest("ops/db-host", "Database host",
+                                                       "The PostgreSQL primary runs on db-7.internal."))
+    finally:
+        on.close()
+    with embeddings_off(store) as off:
+        off.memory.remember(beta.agent, RememberRequest("ops/db-host", "Database host",
+                                                        "The PostgreSQL primary moved to db-9.internal.",
+                                                        expected_revision=1))  # its vector is of revision 1
+        off.memory.remember(beta.agent, RememberRequest("ops/mail-host", "Mail host",
+                                                        "Outgoing mail leaves through smtp-2.internal."))
+        off.memory.remember(beta.agent, RememberRequest("team/lunch", "Lunch order",
+                                                        "The team orders pizza from Luigi on Fridays, at noon."))
+        activate_unit(off, beta)
+    before = state(store)
+    code, report = doctor(store)
+    assert code == 1
+    assert list(problems(report)) == ["recall by meaning"]
+    problem = problems(report)["recall by meaning"]
+    assert problem["detail"] == (f"3 entries and 1 active evidence unit lack a vector of {MODEL} (written while "
+                                 "memory.embeddings was off, or by another model): recall by meaning misses them "
+                                 "(3 entries and 1 active evidence unit in beta)")
+    reindex = f"{armarius_command()} --data-dir {store.data_dir} memory reindex"
+    assert problem["fix"] == (f"`{reindex} --workspace beta` embeds them (resumable; the server answers "
+                              "meanwhile). Give every server process of this store the same memory.embeddings, or "
+                              "what one with it off writes lacks a vector again (docs/memory.md).")
+    result = Cli(store)("doctor")  # the text report: the check's line and its fix
+    assert result.exit_code == 1
+    assert f"PROBLEM  recall by meaning: {problem['detail']}\n{'':8} fix: {problem['fix']}\n" in result.stdout
+    assert result.stdout.endswith(f"1 of {len(report['checks'])} checks found a problem.\n")
+    code, report = doctor(store, ARMARIUS_MEMORY_EMBEDDINGS="off")
+    assert (code, checks(report)["recall by meaning"]) == (0, {"name": "recall by meaning", "ok": True,
+                                                               "detail": OFF})
+    assert state(store) == before
+
+    with embeddings_off(store) as off:  # another workspace: the fix reindexes every one
+        gamma = make_team(off, "gamma")
+        off.memory.remember(gamma.agent, RememberRequest("ops/backup", "Backups", "Nightly backups go to tape."))
+    code, report = doctor(store)
+    assert code == 1
+    problem = problems(report)["recall by meaning"]
+    assert problem["detail"].startswith(f"4 entries and 1 active evidence unit lack a vector of {MODEL} ")
+    assert problem["detail"].endswith("misses them (3 entries and 1 active evidence unit in beta, 1 entry in gamma)")
+    assert problem["fix"].startswith(f"`{reindex}` embeds them (resumable;")
+
+    run_fix(store, problem)
+    code, report = doctor(store)
+    assert code == 0, report
+    assert checks(report)["recall by meaning"] == {
+        "name": "recall by meaning", "ok": True,
+        "detail": f"every entry and active evidence unit of 3 workspaces has a vector of {MODEL}"}
+
+
+def test_one_text_lacking_and_many_workspaces(store: Settings) -> None:
+    """The detail's grammar for one text, and the workspaces beyond the first five counted, not named."""
+    with embeddings_off(store) as off:
+        teams = [make_team(off, f"team-{number}") for number in range(7)]
+        off.memory.remember(teams[0].agent, RememberRequest("ops/backup", "Backups", "Nightly backups go to tape."))
+    problem = problems(doctor(store)[1])["recall by meaning"]
+    assert problem["detail"] == (f"1 entry lacks a vector of {MODEL} (written while memory.embeddings was off, or "
+                                 "by another model): recall by meaning misses it (1 entry in team-0)")
+    assert problem["fix"].startswith(f"`{armarius_command()} --data-dir {store.data_dir} memory reindex --workspace "
+                                     "team-0` embeds it (resumable;")
+    with embeddings_off(store) as off:
+        for team in teams[1:]:
+            off.memory.remember(team.agent, RememberRequest("ops/backup", "Backups", "Nightly backups go to tape."))
+    problem = problems(doctor(store)[1])["recall by meaning"]
+    assert problem["detail"].startswith(f"7 entries lack a vector of {MODEL} ")
+    assert problem["detail"].endswith("misses them (1 entry in team-0, 1 entry in team-1, 1 entry in team-2, 1 entry "
+                                      "in team-3, 1 entry in team-4, the rest in 2 more workspaces)")
+
+
+CHILD = """
+import sys
+from armarius.cli.main import cli
+try:
+    cli(["--data-dir", sys.argv[1], "doctor"])
+except SystemExit as exit:
+    print(exit.code, "wordllama" in sys.modules, file=sys.stderr)
+"""
+
+
+def test_the_check_does_not_load_the_model(store: Settings) -> None:
+    """The model's identity is its package's metadata: the doctor imports no model (its own process)."""
+    on = open_app(store)
+    try:
+        team = make_team(on, "beta")
+        on.memory.remember(team.agent, RememberRequest("ops/backup", "Backups", "Nightly backups go to tape."))
+    finally:
+        on.close()
+    done = subprocess.run([sys.executable, "-c", CHILD, str(store.data_dir)], capture_output=True, text=True,
+                          timeout=120, check=False, env={**os.environ, **Cli(store).env})
+    assert f"ok       recall by meaning: every entry and active evidence unit of 2 workspaces has a vector of " \
+           f"{MODEL}\n" in done.stdout
+    assert done.stderr.splitlines()[-1] == "0 False", done.stderr
 
 
 # PostgreSQL: the server role --------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 The doctor only looks. It creates, migrates and repairs nothing: the SQLite file is opened only if
 it exists, read-write (so that its write-ahead log is tidied away on close, as the server leaves
 it) but with ``query_only``; on PostgreSQL it only reads. Passwords are never printed: a database
-URL is shown with its password masked, and research databases by host, port, user and name.
+URL is shown with its password masked, and research databases by host, port, user and name. The
+embedding model is never loaded: its identity comes from its package's metadata.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from armarius.auth.directory import Directory
 from armarius.cli.context import CliContext, counted, pass_cli
 from armarius.config import Settings, masked_database_url
 from armarius.errors import ArmariusError, ConfigError, SchemaOutdated, StorageUnavailable
+from armarius.memory.embeddings import WordLlamaEmbedder
+from armarius.memory.service import vector_counts
 from armarius.research.config import DatabaseSource, SourceLimits, load_research_config
 from armarius.research.dbdrivers import open_driver
 from armarius.research.git import GitRepository
@@ -51,6 +54,8 @@ from armarius.store.schema import (
 )
 
 logger = logging.getLogger("armarius.cli")
+#: How many workspaces whose entries lack vectors the vectors check names (the rest it counts).
+WORKSPACES_NAMED = 5
 
 @dataclass(frozen=True)
 class Check:
@@ -104,6 +109,7 @@ def _checks(cli: CliContext) -> Iterator[Check]:
         yield database
         yield from _research(settings)
         yield _not_checked("audit log", "database")
+        yield _meaning_off(settings) or _not_checked("recall by meaning", "database")
         return
     try:
         schema = _guarded("database", lambda: _schema(cli, database, _where(settings)))
@@ -116,6 +122,8 @@ def _checks(cli: CliContext) -> Iterator[Check]:
         yield from _research(settings)
         yield _guarded("audit log", lambda: _audit(cli, settings, database)) if schema.ok else _not_checked(
             "audit log", "database")
+        yield _meaning_off(settings) or (_guarded("recall by meaning", lambda: _vectors(cli, database))
+                                         if schema.ok else _not_checked("recall by meaning", "database"))
     finally:
         database.close()
 
@@ -373,3 +381,52 @@ def _audit(cli: CliContext, settings: Settings, database: Database) -> Check:
                  f"{f' at event {first.seq}' if first.seq else ''}: {first.problem}",
                  f"`{cli.command_line('audit', 'verify')}` lists every finding; docs/security.md#verification says "
                  f"what each means. {restore}")
+
+
+# Recall by meaning --------------------------------------------------------------------------------
+
+
+def _meaning_off(settings: Settings) -> Check | None:
+    """The check when recall by meaning is off (nothing to check, not even the database); None when it is on."""
+    if settings.memory_embeddings != "off":
+        return None
+    return Check("recall by meaning", True, 'off (memory.embeddings = "off"): recall is by words only; no vectors '
+                 "to check")
+
+
+def _vectors(cli: CliContext, database: Database) -> Check:
+    """Every entry and active evidence unit has a vector of the current model (what `armarius memory reindex`
+    makes): those written while memory.embeddings was off, or by another model, are missed by recall by meaning.
+    The counts the reindex itself reports (:func:`vector_counts`), of each workspace in a read transaction of
+    its own (PostgreSQL: under its row-level security), without the model (its identity is metadata)."""
+    model = WordLlamaEmbedder().model_id
+    spaces = Directory(database).workspaces()
+    lacking: list[tuple[str, int, int]] = []
+    for space in spaces:
+        counts = vector_counts(database, space.id, model)
+        entries, units = counts["entries"] - counts["with_vector"], counts["units"] - counts["units_with_vector"]
+        if entries or units:
+            lacking.append((space.name, entries, units))
+    if not spaces:
+        return Check("recall by meaning", True, f"there are no workspaces yet: nothing to embed (model {model})")
+    if not lacking:
+        return Check("recall by meaning", True, f"every entry and active evidence unit of "
+                     f"{counted(len(spaces), 'workspace')} has a vector of {model}")
+    entries, units = sum(entry for _, entry, _ in lacking), sum(unit for _, _, unit in lacking)
+    named = [f"{_texts(entry, unit)} in {name}" for name, entry, unit in lacking[:WORKSPACES_NAMED]]
+    if len(lacking) > WORKSPACES_NAMED:
+        named.append(f"the rest in {counted(len(lacking) - WORKSPACES_NAMED, 'more workspace')}")
+    reindex = cli.command_line("memory", "reindex", *(["--workspace", lacking[0][0]] if len(lacking) == 1 else []))
+    lack, them = ("lacks", "it") if entries + units == 1 else ("lack", "them")
+    return Check("recall by meaning", False,
+                 f"{_texts(entries, units)} {lack} a vector of {model} (written while memory.embeddings was off, "
+                 f"or by another model): recall by meaning misses {them} ({', '.join(named)})",
+                 f"`{reindex}` embeds {them} (resumable; the server answers meanwhile). Give every server process "
+                 "of this store the same memory.embeddings, or what one with it off writes lacks a vector again "
+                 "(docs/memory.md).")
+
+
+def _texts(entries: int, units: int) -> str:
+    """For example "3 entries and 1 active evidence unit": a kind there are none of is left out."""
+    return " and ".join([*([counted(entries, "entry", "entries")] if entries else []),
+                         *([counted(units, "active evidence unit")] if units else [])])

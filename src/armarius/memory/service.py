@@ -435,11 +435,7 @@ class MemoryService:
         meaning is off)."""
         if self.vectors is None:
             return None
-        model = self.vectors.embedder.model_id
-        with self.database.transaction(workspace_id=workspace_id) as tx:
-            (entries, with_vector), (units, units_with_vector) = (vectors.counts(tx, model, vectors.ENTRIES),
-                                                                  vectors.counts(tx, model, vectors.UNITS))
-        return {"entries": entries, "with_vector": with_vector, "units": units, "units_with_vector": units_with_vector}
+        return vector_counts(self.database, workspace_id, self.vectors.embedder.model_id)
 
     def write_imported(self, tx: Tx, actor: Actor, *, slug: str, title: str, body: str, tags: tuple[str, ...],
                        history: tuple[PastRevision, ...], origin: str, operation: str) -> str:
@@ -701,6 +697,15 @@ class MemoryService:
             raise NotFound(f"There is no entry {echo(slug)} in this workspace.", slug=slug,
                            agent_hint="Use recall or list to find one.")
         return entry
+
+
+def vector_counts(database: Database, workspace_id: int, model: str) -> dict[str, int]:
+    """:meth:`MemoryService.vector_counts` for the model named, which need not be loaded (`armarius doctor` asks
+    it of a store it only looks at): one read transaction, a count of each kind."""
+    with database.transaction(workspace_id=workspace_id) as tx:
+        (entries, with_vector), (units, units_with_vector) = (vectors.counts(tx, model, vectors.ENTRIES),
+                                                              vectors.counts(tx, model, vectors.UNITS))
+    return {"entries": entries, "with_vector": with_vector, "units": units, "units_with_vector": units_with_vector}
 
 
 def _revision_view(tx: Tx, entry: Entry, revision: dict[str, Any]) -> dict[str, Any]:
