@@ -8,13 +8,14 @@ The mixed-word rule (a Cyrillic a inside ``paypal``) is older and tested where t
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from armarius.textview import LATIN_LOOKALIKES, reveal
+from armarius.textview import LATIN_LOOKALIKES, RUN_MIN, reveal
 
 #: Latin letters and a Cyrillic letter that looks the same (U+0430 a, U+0441 c, U+0435 e, U+043E o, U+0440 p,
 #: U+0445 x, U+0443 y, U+0456 i, U+04CF palochka as l, U+0455 s, U+0458 j, U+04BB h).
@@ -49,8 +50,13 @@ MIXED_RUSSIAN = [
 ]
 
 
+#: A marker, of one character or of a run of one (its count).
+MARKER = re.compile("\u27e6U\\+[0-9A-F]{4,6} [A-Z0-9 -]+?(?: \u00d7([0-9]+))?\u27e7")
+
+
 def marked(text: str) -> int:
-    return reveal(text).count("\u27e6U+") - text.count("\u27e6U+")
+    """How many characters the reveal marks (a run's marker counts each of them)."""
+    return sum(int(count or 1) for count in MARKER.findall(reveal(text))) - len(MARKER.findall(text))
 
 
 # Examples -------------------------------------------------------------------------------------------------------
@@ -229,6 +235,13 @@ _ALPHABET = st.sampled_from(
 @given(st.text(_ALPHABET, max_size=80))
 def test_the_reveal_marks_what_the_rule_says(text: str) -> None:
     expected = model(text)
-    assert reveal(text) == "".join(
-        f"\u27e6U+{ord(char):04X} {unicodedata.name(char)}\u27e7" if index in expected else char
-        for index, char in enumerate(text))
+    shown = []
+    # A run of one marked letter, RUN_MIN or more in a row, is one marker with its count.
+    for (char, mark), run in itertools.groupby(enumerate(text), key=lambda item: (item[1], item[0] in expected)):
+        count = len(list(run))
+        if not mark:
+            shown.append(char * count)
+            continue
+        marker = f"\u27e6U+{ord(char):04X} {unicodedata.name(char)}"
+        shown.append(f"{marker}\u27e7" * count if count < RUN_MIN else f"{marker} \u00d7{count}\u27e7")
+    assert reveal(text) == "".join(shown)

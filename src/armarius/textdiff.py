@@ -10,8 +10,8 @@ a change of the final line break alone shows.
 between those the two share at the start and at the end are matched; the matching (difflib's, with its junk
 heuristic) counts its work as it goes and stops at :data:`WORK_MAX` steps (each look for a longest match pays
 first for the lines and the candidate pairs it may visit), and a diff of more than :data:`DIFF_LINES_MAX` lines,
-or longer than :data:`DIFF_SHOWN_MAX` characters as shown (each hidden character as its marker), is not shown
-line by line either. Then :class:`Diff` says why (``note``), and the person compares the complete texts.
+or longer than :data:`DIFF_SHOWN_MAX` characters as shown (each hidden character, or run of one, as its marker),
+is not shown line by line either. Then :class:`Diff` says why (``note``), and the person compares the complete texts.
 """
 
 from __future__ import annotations

@@ -6,6 +6,16 @@ letters, ligatures) and letters of another script that pass for Latin are replac
 marker naming the code point, e.g. ``⟦U+202E RIGHT-TO-LEFT OVERRIDE⟧``. Line feeds stay line
 feeds; a carriage return and a tab are marked too.
 
+A run of one marked character, :data:`RUN_MIN` (four) or more in a row, is one marker that also says how
+many there are: ``⟦U+200B ZERO WIDTH SPACE ×21000⟧`` is exactly 21,000 zero-width spaces (a shorter run is
+that many markers). So a text of long runs of a hidden character shows every one of them without a marker
+each, and no page of them grows to megabytes. Only a run of the same character is counted: a run of
+different ones is a marker for each (or for each run of one of them), a marker never stands for two
+characters. Whatever the count, a fingerprint shown beside a reveal is of the text itself, never of its
+reveal. :func:`reveal_pieces` gives the reveal in pieces, each marker apart from the text's own stretches
+(the web's markers are highlighted from it, so that a marker typed into the text stays plain text), and
+:func:`marked_characters` how many characters it marks.
+
 Letters of another script are marked (:func:`_lookalike_positions`):
 
 - in a word (a run of ``\\w``) that mixes them with Latin letters: ``p⟦U+0430 CYRILLIC SMALL LETTER A⟧ypal``;
@@ -20,7 +30,7 @@ Letters of another script are marked (:func:`_lookalike_positions`):
     pass for no Latin one.
 
 So Russian or Greek prose, with the Latin names and addresses it quotes, stays as it is.
-"""
+"""  # noqa: RUF002 (the multiplication sign of a run's marker)
 
 from __future__ import annotations
 
@@ -134,23 +144,74 @@ def _needs_marking(char: str) -> bool:
     return unicodedata.normalize("NFKC", char) != char
 
 
+#: A run of one marked character this long or longer (four of a kind in a row) is shown as one marker that
+#: says how many there are (see the module's description); a shorter one as that many markers.
+RUN_MIN = 4
+
 #: The line that explains the markers to whoever reads a revealed text.
-REVEAL_NOTE = "Invisible, control, bidirectional and look-alike characters are shown as ⟦U+XXXX NAME⟧."
+REVEAL_NOTE = ("Invisible, control, bidirectional and look-alike characters are shown as ⟦U+XXXX NAME⟧, "
+               "a run of one of them as ⟦U+XXXX NAME \u00d7COUNT⟧.")
+
+#: What :func:`_spans` reads a text through: each character it leaves as it is becomes this letter (never
+#: marked), each character to mark stays itself; then a match is a stretch left as it is or a run of one
+#: character to mark.
+_PLAIN = "a"
+_SPANS = re.compile(f"{_PLAIN}+|(.)\\1*", re.DOTALL)
+
+
+def _run_marker(char: str, count: int) -> str:
+    """The marker of ``count`` (at least :data:`RUN_MIN`) of ``char`` in a row."""
+    return f"{_marker(char)[:-1]} \u00d7{count}⟧"  # a multiplication sign
 
 
 def reveal(text: str) -> str:
     """The text with every character a reader could miss or mistake made visible."""
-    markers = {ord(char): _marker(char) for char in set(text) if _needs_marking(char)}
+    pieces = reveal_pieces(text)
+    if len(pieces) == 1 and not pieces[0][1]:
+        return text
+    return "".join(shown for shown, _ in pieces)
+
+
+def reveal_pieces(text: str) -> list[tuple[str, bool]]:
+    """The reveal of ``text`` in order, in pieces: ``(stretch, False)``, a stretch of the text as it is
+    (line feeds included), or ``(marker, True)``, the marker of one character or of a run of one character.
+    Joined, they are :func:`reveal`'s text; a marker the text itself holds is in a stretch, never a marker."""
+    pieces: list[tuple[str, bool]] = []
+    for start, end, marked in _spans(text):
+        if not marked:
+            pieces.append((text[start:end], False))
+        elif end - start >= RUN_MIN:
+            pieces.append((_run_marker(text[start], end - start), True))
+        else:
+            pieces += [(_marker(text[start]), True)] * (end - start)
+    return pieces
+
+
+def marked_characters(text: str) -> int:
+    """How many characters of ``text`` the reveal marks (a run shown as one marker counts each of them)."""
+    return sum(end - start for start, end, marked in _spans(text) if marked)
+
+
+def _spans(text: str) -> list[tuple[int, int, bool]]:
+    """The text cut, in order, into stretches shown as they are (``False``) and maximal runs of one character
+    to mark (``True``): ``(start, end, marked)``."""
+    if not text:
+        return []
+    chars = set(text)
+    kept = {ord(char): _PLAIN for char in chars if not _needs_marking(char)}
     confusable = sorted(_lookalike_positions(text))
-    if not confusable:
-        return text.translate(markers) if markers else text
-    parts: list[str] = []
-    start = 0
-    for index in confusable:
-        parts += (text[start:index].translate(markers), _marker(text[index]))
-        start = index + 1
-    parts.append(text[start:].translate(markers))
-    return "".join(parts)
+    if not confusable and len(kept) == len(chars):
+        return [(0, len(text), False)]
+    classes = text.translate(kept)
+    if confusable:  # a look-alike letter to mark stays itself; the same letter elsewhere is left as it is
+        parts: list[str] = []
+        start = 0
+        for index in confusable:
+            parts += (classes[start:index], text[index])
+            start = index + 1
+        parts.append(classes[start:])
+        classes = "".join(parts)
+    return [(found.start(), found.end(), found.group(1) is not None) for found in _SPANS.finditer(classes)]
 
 
 # The look-alike rules read a text through one class character per character (str.translate keeps the

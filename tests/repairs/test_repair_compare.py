@@ -153,13 +153,16 @@ def test_a_diff_longer_than_its_bound_is_not_shown_line_by_line() -> None:
 
 
 def test_a_diff_longer_than_its_bound_as_shown_is_not_shown_line_by_line() -> None:
-    """Counted as shown: each hidden character as its marker (here 6,000 zero-width spaces a line, each shown as
-    the 25 characters of ⟦U+200B ZERO WIDTH SPACE⟧)."""
-    diff = compare.diff(content("\u200b" * 6_000), content("\u200b" * 6_001), fromfile="old", tofile="new")
+    """Counted as shown: each hidden character as its marker (here 6,000 hidden characters a line, zero-width spaces
+    and non-joiners in turn, each shown as the 25 or 30 characters of ⟦U+200B ZERO WIDTH SPACE⟧ or
+    ⟦U+200C ZERO WIDTH NON-JOINER⟧: a run of one of them would be one marker)."""
+    diff = compare.diff(content("\u200b\u200c" * 3_000), content("\u200b\u200c" * 3_000 + "\u200b"), fromfile="old",
+                        tofile="new")
     assert diff.lines == ()
     assert diff.note == ("The diff is longer than 250,000 characters as shown, too long to show line by line: "
                          "compare the complete contents.")
-    assert compare.diff(content("\u200b" * 4_000), content("\u200b" * 4_001), fromfile="old", tofile="new").lines
+    assert compare.diff(content("\u200b\u200c" * 2_000), content("\u200b\u200c" * 2_000 + "\u200b"), fromfile="old",
+                        tofile="new").lines
 
 
 def test_changes_in_two_places_of_a_1_mb_unit_are_shown_line_by_line() -> None:

@@ -141,6 +141,22 @@ def test_an_address_spelt_in_look_alike_letters_is_shown_as_markers(app: Armariu
     assert (twin["text"], twin["markers"]) == (text, 8)
 
 
+def test_a_run_of_one_hidden_character_is_one_marker_and_every_character_is_counted(
+        app: Armarius, visitors: Visitors) -> None:
+    """21,000 zero-width spaces in a row: one marker naming the count, and the page and its twin count all of
+    them (not the one marker) as hidden characters."""
+    team = make_team(app)
+    text = "Before" + "\u200b" * 21_000 + "after.\n"
+    proposal = propose(app, team, title="Runs", text=text)
+    person = visitors.log_in_team(team)
+    page = person.http.get(f"/drafts/proposals/{proposal}").text
+    twin = person.http.get(f"/api/drafts/proposals/{proposal}").json()
+    assert "\u200b" not in page
+    assert 'Before<mark class="reveal">⟦U+200B ZERO WIDTH SPACE \u00d721000⟧</mark>after.' in page
+    assert "21000 hidden or look-alike characters" in page
+    assert (twin["text"], twin["markers"]) == (text, 21_000)
+
+
 def test_a_proposal_that_does_not_exist(app: Armarius, visitors: Visitors) -> None:
     person = visitors.log_in_team(make_team(app))
     assert person.http.get("/drafts/proposals/999").status_code == 404

@@ -141,9 +141,11 @@ def test_a_diff_crafted_to_be_costly_is_not_shown_line_by_line_and_the_page_stay
 
 def test_a_diff_of_hidden_characters_is_not_shown_beside_both_contents(desk: Desk, visitors: Visitors) -> None:
     """Each hidden character is shown as its marker (~50 bytes of HTML): a diff of long lines of them would show
-    every character a third time; past DIFF_SHOWN_MAX characters as shown the page shows both contents only."""
-    desk.app.memory.remember(desk.agent, RememberRequest("ops/blank", "Blank", "\u200b" * 8_000, tags=[]))
-    repair = desk.prepare(desk.open_session(), *[desk.alternative("\u200b" * (8_001 + index), name="ops/blank",
+    every character a third time; past DIFF_SHOWN_MAX characters as shown the page shows both contents only. (Two
+    hidden characters in turn: a run of one is one marker, tests/web/test_hidden_runs.py.)"""
+    blank = "\u200b\u200c" * 4_000
+    desk.app.memory.remember(desk.agent, RememberRequest("ops/blank", "Blank", blank, tags=[]))
+    repair = desk.prepare(desk.open_session(), *[desk.alternative(blank + "\u200b" * (1 + index), name="ops/blank",
                                                                   title="Blank") for index in range(5)])["repair"]
     answer = admin(visitors).http.get(f"/repairs/{repair}")
     alternatives = desk.app.repairs.show(desk.admin, repair)["alternatives"]

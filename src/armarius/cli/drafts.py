@@ -14,7 +14,7 @@ from armarius.cli.human import acting_human, human_options
 from armarius.drafts.model import DraftPayload
 from armarius.drafts.steps import withdrawal_note
 from armarius.errors import InvalidInput
-from armarius.textview import reveal, short_fingerprint
+from armarius.textview import REVEAL_NOTE, reveal, short_fingerprint
 
 #: Exit code when the content was shown but not confirmed (nothing was approved).
 NOT_CONFIRMED = 9
@@ -52,7 +52,7 @@ def review_text(content: DraftPayload, heading: str) -> str:
         rule,
         reveal(content.text),
         rule,
-        "Invisible, control, bidirectional and look-alike characters are shown as ⟦U+XXXX NAME⟧.",
+        REVEAL_NOTE,
     ])
 
 

@@ -34,7 +34,7 @@ from armarius.drafts.service import IssuedApproval
 from armarius.drafts.steps import ProposalState, withdrawal_note
 from armarius.errors import InvalidInput
 from armarius.memory.model import REASON_MAX
-from armarius.textview import reveal, short_fingerprint
+from armarius.textview import marked_characters, short_fingerprint
 from armarius.web.pages.gate import PAGE_SIZE, View, Web, whole_number
 from armarius.web.pages.memory import text
 
@@ -142,5 +142,6 @@ def reject_action(view: View) -> Response:
 
 
 def _markers(text: str) -> int:
-    """How many characters of ``text`` the reveal marks."""
-    return reveal(text).count("⟦U+") - text.count("⟦U+")
+    """How many characters of ``text`` its reveal marks (a run shown as one marker counts each of them; a marker
+    typed into the text marks nothing)."""
+    return marked_characters(text)

@@ -4,10 +4,11 @@ Every filter escapes what it is given and returns :class:`markupsafe.Markup`, so
 needs ``|safe``:
 
 - ``{{ text | reveal }}``: the text with invisible, control, bidirectional and look-alike
-  characters shown as ``⟦U+XXXX NAME⟧`` markers (:func:`armarius.textview.reveal`, the CLI's
-  reveal), each marker in a ``<mark class="reveal">``. A marker typed literally into the text
-  stays plain text, so content cannot fake a highlighted marker. Put it in an element with
-  class ``revealed`` (``white-space: pre-wrap``) to keep line breaks.
+  characters shown as ``⟦U+XXXX NAME⟧`` markers, a run of four or more of one of them as one
+  ``⟦U+XXXX NAME ×COUNT⟧`` (:func:`armarius.textview.reveal`, the CLI's reveal), each marker in a
+  ``<mark class="reveal">``. A marker typed literally into the text stays plain text, so content
+  cannot fake a highlighted marker. Put it in an element with class ``revealed``
+  (``white-space: pre-wrap``) to keep line breaks.
 - ``{{ timestamp | ago }}``: ``<time>`` with the exact UTC time as its title: "5 minutes ago",
   "in 2 hours".
 - ``{{ unified_diff_text | diff }}`` or ``{{ old_text | diff(new_text) }}``: a ``<pre class="diff">``
@@ -17,7 +18,7 @@ needs ``|safe``:
   never as a line break (as the draft page shows it). ``diff(new_text)`` is bounded in cost and
   length as a repair's diff is (:mod:`armarius.textdiff`).
 - ``{{ fingerprint | short_fingerprint }}``: the first 64 bits in groups of four.
-"""
+"""  # noqa: RUF002 (the multiplication sign of a run's marker)
 
 from __future__ import annotations
 
@@ -26,27 +27,15 @@ from datetime import UTC, datetime
 from markupsafe import Markup, escape
 
 from armarius import textdiff
-from armarius.textview import reveal, short_fingerprint
+from armarius.textview import reveal_pieces, short_fingerprint
 
 
 def reveal_html(text: object) -> Markup:
-    """The reveal of ``text`` as HTML: escaped, each marker of a real character highlighted."""
+    """The reveal of ``text`` as HTML: escaped, each marker of a real character (or of a run of one) highlighted."""
     original = "" if text is None else str(text)
-    revealed = reveal(original)
-    if revealed == original:  # nothing to mark (reveal only ever lengthens a text)
-        return escape(original)
-    parts: list[Markup] = []
-    position = 0
-    # reveal() maps each character to itself or to one marker: walk both to tell real markers from typed ones.
-    for char in original:
-        if revealed.startswith(char, position):
-            parts.append(escape(char))
-            position += len(char)
-            continue
-        end = revealed.index("⟧", position) + 1
-        parts.append(Markup('<mark class="reveal">{}</mark>').format(revealed[position:end]))
-        position = end
-    return Markup("").join(parts)
+    # reveal_pieces() tells the markers from the text's own stretches: a marker typed into the text stays plain.
+    return Markup("").join(Markup('<mark class="reveal">{}</mark>').format(shown) if marker else escape(shown)
+                           for shown, marker in reveal_pieces(original))
 
 
 def ago(timestamp: object, now: datetime | None = None) -> Markup:
