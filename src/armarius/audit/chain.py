@@ -34,7 +34,8 @@ from typing import Any
 
 from armarius.audit.keys import Keyring, keyring_of, signing_keyring
 from armarius.canonical import canonical_json, canonical_sha256
-from armarius.store import Database, Row, Tx, utc_now
+from armarius.store import Database, Later, Row, Tx, UniqueViolation, utc_now
+from armarius.store.engine import on_violation
 
 SYSTEM_CHAIN = 0
 GENESIS_HASH = "0" * 64
@@ -123,6 +124,8 @@ def append(
         head = _locked_head(tx, chain)
         assert head is not None
     seq, prev_hash = _head_of(head, chain)
+    if _APPENDED not in tx.prepared:  # where the chain stood, should the event's number be taken (_head_behind)
+        tx.prepared[_APPENDED] = Later.of(tx, [{"chain": chain, "seq": seq}])
     seq += 1
     at, details_text = utc_now(), canonical_json(dict(details or {}))
     digest = event_hash(chain, seq, at, actor, action, subject, details_text, prev_hash)
@@ -140,6 +143,10 @@ def append(
 
 
 _HEAD = "audit.head"
+#: The chain's head as the transaction's first append found it (see :func:`_head_behind`).
+_APPENDED = "audit.appended"
+#: The primary key of audit_events, (workspace_id, seq): an event's number taken (see UniqueViolation).
+EVENTS_KEY = "audit_events_pkey"
 
 
 class DamagedHead(RuntimeError):
@@ -148,6 +155,41 @@ class DamagedHead(RuntimeError):
     (an internal error to the caller; this message, with the chain, in the server's log) until an operator
     has looked at the chain with `armarius audit verify`. Appending after a guessed head would break the chain
     where nobody tampered with it, or fail on the seq of an existing event as if it were a write conflict."""
+
+
+class HeadBehind(DamagedHead):
+    """A chain's head of the form every append writes, but behind the chain's events (restored from a backup
+    older than the events, or moved back outside Armarius): the number the next event would take is
+    an existing event's, so its insert fails on the chain's primary key. Never a race: appenders hold the
+    head's lock, and move it with the event. Like any damaged head, an internal error to the caller and this
+    message in the log (not a conflict of the feature that writes, which would be answered every time, and tell
+    nobody); `armarius audit verify` reports such a head as a broken link."""
+
+    def __init__(self, chain: int, head_seq: int) -> None:
+        self.chain, self.head_seq = chain, head_seq
+        records = f"event {head_seq} as the chain's last" if head_seq else "no event"
+        super().__init__(f"The head of audit chain {chain} is behind its events: it records {records}, "
+                         f"but event {head_seq + 1} exists already (the head was restored from an "
+                         "older backup, or moved back outside Armarius). Nothing is appended to it, so this "
+                         "workspace's audited writes fail; `armarius audit verify` reports the head and the "
+                         "chain's last event. Restore the chain, events and head, from one backup.")
+
+
+def _head_behind(tx: Tx, violation: UniqueViolation) -> Exception | None:
+    """A violation of the events' primary key in a transaction that appended to its chain: the event's number
+    was taken, so the head it followed is behind the events. Met where the transaction sends the event's insert:
+    at once on SQLite, with its next statement or its commit on PostgreSQL (see append), wherever in the
+    feature that is. (A transaction that appended nothing, an insert outside the log: the violation as it is.)"""
+    del violation
+    appended = tx.prepared.get(_APPENDED)
+    if appended is None:
+        return None
+    head = appended.one()
+    assert head is not None
+    return HeadBehind(head["chain"], head["seq"])
+
+
+on_violation(EVENTS_KEY, _head_behind)
 
 
 def _head_of(head: Row, chain: int) -> tuple[int, str]:
@@ -552,7 +594,11 @@ def _check_head(walk: ChainWalk, head: Mapping[str, Any] | None, last_hash: str)
     elif head_seq < last_seq:
         walk.checked = head_seq
         walk.problems.append(ChainBreak(chain, head_seq + 1, f"the head records {head_seq} but events go on to "
-                                                             f"{last_seq}: events were added outside the log"))
+                                                             f"{last_seq}: the head is behind its events (moved "
+                                                             "back, or restored from an older backup than the "
+                                                             "events), or events were added outside the log; "
+                                                             "nothing is appended to the chain until it is "
+                                                             "restored"))
     elif head_hash != last_hash:
         walk.checked = max(walk.checked - 1, 0)
         walk.problems.append(ChainBreak(chain, max(last_seq, 1), "the last event does not match the head's hash: "

@@ -30,6 +30,9 @@ _LAST_USED_GRANULARITY = 60
 #: how many checked tokens are kept (all are forgotten when that many are).
 TOKEN_RECHECK_SECONDS = 1.0
 _CHECKED_TOKENS = 4096
+#: The unique constraints whose violation means a name is taken (see UniqueViolation): any other goes up.
+_WORKSPACE_NAME = "workspaces_name_key"
+_PRINCIPAL_NAME = "principals_name_key"
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,8 @@ class Directory:
                     "INSERT INTO workspaces (name, created_at) VALUES (?, ?) RETURNING id, name, created_at",
                     (name, utc_now()),
                 )
-            except UniqueViolation:
+            except UniqueViolation as violation:
+                violation.raise_unless(_WORKSPACE_NAME)
                 raise AlreadyExists(f"A workspace named {echo(name)} exists already.", workspace=name) from None
             assert row is not None
             audit.append(tx, actor=by, action="workspace.created", subject=name)
@@ -116,7 +120,8 @@ class Directory:
                     "RETURNING id, name, kind, created_at",
                     (name, kind.value, password_hash, utc_now()),
                 )
-            except UniqueViolation:
+            except UniqueViolation as violation:
+                violation.raise_unless(_PRINCIPAL_NAME)
                 raise AlreadyExists(f"A principal named {echo(name)} exists already.", principal=name) from None
             assert row is not None
             principal = _principal(row)

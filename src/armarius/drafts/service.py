@@ -73,6 +73,8 @@ from armarius.validation import check_filter
 
 OPERATION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _DRAFTS_TOPIC = 3001
+#: The unique constraint whose violation means the slug's draft exists (see UniqueViolation): any other goes up.
+_DRAFT_SLUG = "drafts_workspace_id_slug_key"
 #: The most proposals one page lists.
 PAGE_MAX = 200
 
@@ -319,7 +321,8 @@ class DraftService:
                 DraftExists) as refusal:
             self._record_refusal(actor, refusal, payload, operation)
             raise
-        except UniqueViolation:  # another slug's draft committed between our check and insert
+        except UniqueViolation as violation:  # another slug's draft committed between our check and insert
+            violation.raise_unless(_DRAFT_SLUG)
             exists = draft_exists(payload.slug)
             self._record_refusal(actor, exists, payload, operation)
             raise exists from None

@@ -49,6 +49,8 @@ from armarius.store import Database, Later, Row, Tx, UniqueViolation, iso_utc
 
 #: The most units one listing returns.
 LIST_MAX = 500
+#: The unique constraint whose violation means the unit exists (see UniqueViolation): any other goes up.
+_UNIT_NAME = "evidence_units_workspace_id_name_key"
 
 
 def _now() -> datetime:
@@ -397,7 +399,8 @@ class EvidenceService:
                     raise _exists(name)
                 return self._new_revision(tx, actor, None, name, title, body, reason, provenance=provenance,
                                           lineage=(), via=via, session=session)
-        except UniqueViolation:  # created by someone else meanwhile (PostgreSQL)
+        except UniqueViolation as violation:  # created by someone else meanwhile (PostgreSQL)
+            violation.raise_unless(_UNIT_NAME)
             raise _exists(name) from None
 
     def _new_revision(self, tx: Tx, actor: Actor, unit: Row | None, name: str, title: str, body: str,

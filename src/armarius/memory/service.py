@@ -52,6 +52,9 @@ ANY_WORD_WEIGHT = 0.3
 #: The least cosine similarity at which an entry counts as close in meaning to a query.
 SEMANTIC_FLOOR = 0.1
 _CREATE_TOPIC = 2001
+#: The unique constraint whose violation means the slug was taken meanwhile (see UniqueViolation): any other,
+#: such as an audit event's number taken (a damaged chain: audit.HeadBehind), is no conflict, and goes up.
+_ENTRY_SLUG = "entries_workspace_id_slug_key"
 LIST_MAX = 200
 
 CURATED_INSTRUCTION = (
@@ -320,7 +323,8 @@ class MemoryService:
                 # Tags left out keep the entry's tags; an empty list clears them.
                 return self._update(tx, actor, request, entry, title, body, entry.tags if tags is None else tags,
                                     reason, operation, embedded)
-        except UniqueViolation:
+        except UniqueViolation as violation:
+            violation.raise_unless(_ENTRY_SLUG)
             raise Conflict(f"{echo(slug)} was created by someone else just now. Read it, then decide.",
                            slug=slug) from None
         except _Unwritten as unwritten:
@@ -362,7 +366,7 @@ class MemoryService:
                                             tags=encoded, by=actor.audit_name, at=now)
         else:
             if (row := created.one()) is None:  # taken after all (the second look saw none): as a unique violation
-                raise UniqueViolation("entries_workspace_id_slug_key")
+                raise UniqueViolation(_ENTRY_SLUG, "entries")
             entry_id = int(row["id"])
             queries.insert_word_map(tx, entry_id, body)
         self._embed(tx, entry_id, 1, title, body, embedded)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import psycopg
 import psycopg.errors
@@ -59,7 +60,59 @@ LOOP_WRITES_PER_CHECKPOINT = 64
 
 
 class UniqueViolation(Exception):
-    """A unique constraint refused a write; features turn it into their own error."""
+    """A unique constraint refused a write. A feature turns the violation of the constraint it means (a row of
+    its own taken meanwhile) into its own error, and lets any other go up: a violation it did not foresee is
+    no conflict of its caller's.
+
+    ``constraint`` names the constraint alike on both engines, as PostgreSQL names it by default (every
+    constraint of the migrations has its default name): ``<table>_<column>_..._key`` for a ``UNIQUE``,
+    ``<table>_pkey`` for a primary key. PostgreSQL tells it (``diag.constraint_name``); SQLite names the table
+    and columns in its message (``UNIQUE constraint failed: table.column, ...``), which give it (an index on
+    expressions: the index's name). ``table``: the table, where the engine tells it.
+    """
+
+    def __init__(self, constraint: str, table: str | None = None) -> None:
+        super().__init__(constraint)
+        self.constraint = constraint
+        self.table = table
+
+    def raise_unless(self, constraint: str) -> None:
+        """Go on up unless this is a violation of ``constraint``, the one the caller handles (in its ``except``)."""
+        if self.constraint != constraint:
+            raise self
+
+    @classmethod
+    def of_sqlite(cls, error: sqlite3.IntegrityError) -> UniqueViolation:
+        """SQLite's violation, named as PostgreSQL names the constraint by default."""
+        failed = str(error).partition("constraint failed: ")[2]
+        index = re.fullmatch(r"index '(.*)'", failed)
+        if index:
+            return cls(index.group(1))
+        table, columns = "", []
+        for named in failed.split(", "):
+            table, _, column = named.partition(".")
+            columns.append(column)
+        if not failed or not table:
+            return cls(error.sqlite_errorname or "unique")
+        primary = error.sqlite_errorname == "SQLITE_CONSTRAINT_PRIMARYKEY"
+        return cls(f"{table}_pkey" if primary else f"{table}_{'_'.join(columns)}_key", table)
+
+    @classmethod
+    def of_postgres(cls, error: psycopg.errors.UniqueViolation) -> UniqueViolation:
+        return cls(error.diag.constraint_name or "unique", error.diag.table_name)
+
+
+#: What a violation of these constraints means instead of a conflict, by constraint: see :func:`on_violation`.
+_MEANINGS: dict[str, Callable[[Tx, UniqueViolation], Exception | None]] = {}
+
+
+def on_violation(constraint: str, meaning: Callable[[Tx, UniqueViolation], Exception | None]) -> None:
+    """Wherever a transaction meets a violation of ``constraint``, raise ``meaning(tx, violation)`` in its place
+    (None: the violation itself). For a violation that is no conflict between writers but a sign of damage,
+    which no feature's handling of its conflicts may take for one: on PostgreSQL a statement queued for later
+    (:meth:`Tx.execute_later`) fails with the statement it is sent with, or with the commit, wherever in the
+    feature that is, so only here is it seen by the one who queued it."""
+    _MEANINGS[constraint] = meaning
 
 
 #: PostgreSQL: a query's words for the search vectors of entries and evidence units, parsed and folded as
@@ -250,7 +303,7 @@ class Tx:
     def flush(self) -> None:
         """Send what is queued now, alone."""
         if self._queued:
-            with _storage_errors():
+            with _storage_errors(self):
                 self._send(())
 
     def finish(self) -> None:
@@ -263,7 +316,7 @@ class Tx:
         if not self._sent and all(queued.setup for queued in self._queued):
             self._queued.clear()
         elif self._queued:
-            with _storage_errors():
+            with _storage_errors(self):
                 self._send((_Queued("COMMIT"),))
 
     def discard(self) -> None:
@@ -286,7 +339,7 @@ class Tx:
 
     def _run(self, sql: str, params: Params) -> None:
         sql, params = self._prepare(sql, params)
-        with _storage_errors():
+        with _storage_errors(self):
             if self.dialect == "postgresql":
                 self._send((_Queued(sql, params),))
             else:
@@ -409,8 +462,11 @@ def _unavailable(exc: psycopg.OperationalError) -> str | None:
 
 
 @contextmanager
-def _storage_errors() -> Iterator[None]:
-    """The engines' errors as the features see them.
+def _storage_errors(tx: Tx) -> Iterator[None]:
+    """The engines' errors as the features see them (those of ``tx``'s statements).
+
+    A unique violation is :class:`UniqueViolation`, naming its constraint, unless the constraint has a meaning
+    of its own (:func:`on_violation`).
 
     PostgreSQL's operational errors are told apart by their SQLSTATE: the connection lost or refused, the
     server shutting down or cancelling, its resources exhausted, a serialization failure, a deadlock or a
@@ -428,10 +484,10 @@ def _storage_errors() -> Iterator[None]:
         raise InvalidInput("A text with an unpaired surrogate can be neither stored nor looked up.") from None
     except sqlite3.IntegrityError as exc:
         if exc.sqlite_errorname in ("SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY"):
-            raise UniqueViolation(exc.sqlite_errorname) from exc
+            _raise_violation(tx, UniqueViolation.of_sqlite(exc), exc)
         raise
     except psycopg.errors.UniqueViolation as exc:
-        raise UniqueViolation(exc.diag.constraint_name or "unique") from exc
+        _raise_violation(tx, UniqueViolation.of_postgres(exc), exc)
     except sqlite3.OperationalError as exc:
         if exc.sqlite_errorname in ("SQLITE_BUSY", "SQLITE_LOCKED"):
             raise StorageUnavailable(_BUSY) from exc
@@ -446,6 +502,14 @@ def _storage_errors() -> Iterator[None]:
         raise StorageUnavailable(message) from exc
     except psycopg.errors.DataError as exc:
         raise InvalidInput("A value does not fit the column it is stored in.") from exc
+
+
+def _raise_violation(tx: Tx, violation: UniqueViolation, cause: Exception) -> NoReturn:
+    meaning = _MEANINGS.get(violation.constraint)
+    instead = None if meaning is None else meaning(tx, violation)
+    if instead is None:
+        raise violation from cause
+    raise instead from violation
 
 
 class Database(ABC):
