@@ -13,6 +13,7 @@ import pytest
 
 from armarius.app import Armarius
 from armarius.errors import InvalidInput, SessionBlocked
+from armarius.repairs.service import SESSION_REPAIRS_SHOWN
 from tests.helpers import OwnerSQL, agent_of, make_team
 from tests.repairs.conftest import ENTRY, Desk, changes_nothing, make_desk
 from tests.research.conftest import research_app  # noqa: F401  (a fixture used here)
@@ -57,6 +58,30 @@ async def test_an_agent_proposes_and_follows_a_repair_through_its_tools(research
         # A decision is not the agent's, whatever it sends.
         assert (await call("repair_apply", repair=repair, option="opt-1"))["error"] == "not_found"
     assert desk.app.memory.read(desk.agent, ENTRY)["revision"] == 1
+
+
+@pytest.mark.anyio
+async def test_session_show_lists_the_newest_repairs_and_says_when_older_ones_are_left_out(
+        research_desk: Desk) -> None:
+    """A session may hold any number of repairs; session_show's answer stays bounded: the newest
+    SESSION_REPAIRS_SHOWN, newest first, and repairs_more once older ones are left out."""
+    desk = research_desk
+    async with agent_of(desk.app, desk.agent) as call:
+        session = (await call("session_open", subject="Which host does staging use?"))["session"]
+        target = await call("repair_target", session=session, kind="entry", name=ENTRY)
+        alternative = {"target": {"kind": "entry", "name": ENTRY, "revision": target["revision"]},
+                       "title": target["title"], "body": "Staging moved to stage-07.", "rationale": "Observed."}
+        made = [(await call("repair_prepare", session=session, conflict=f"Observation {number}.",
+                            alternatives=[alternative]))["repair"] for number in range(SESSION_REPAIRS_SHOWN)]
+        summary = await call("session_show", session=session)
+        assert [item["repair"] for item in summary["repairs"]] == made[::-1]
+        assert "repairs_more" not in summary
+        made.append((await call("repair_prepare", session=session, conflict="One more.",
+                                alternatives=[alternative]))["repair"])
+        summary = await call("session_show", session=session)
+        assert [item["repair"] for item in summary["repairs"]] == made[:0:-1]
+        assert summary["repairs_more"] is True
+        assert (await call("repair_show", repair=made[0]))["repair"] == made[0], "an older one stays readable"
 
 
 @pytest.mark.anyio

@@ -356,7 +356,7 @@ def test_rejecting_and_asking_for_a_reformulation(desk: Desk) -> None:
     assert (seen["reformulation_requested"], seen["comment"]) == (True, "Name the cloud account too.")
     assert "repair_prepare" in seen["next_step"]
     assert [(item["repair"], item["status"], item["reformulation_requested"], item["comment"])
-            for item in desk.app.repairs.of_session(desk.agent, session)] == [
+            for item in desk.app.repairs.of_session(desk.agent, session)["repairs"]] == [
         (second, "rejected", True, "Name the cloud account too."), (first, "rejected", False, None)]
     assert [(actor, action) for actor, action, _ in audit_of(desk)][-2:] == [
         ("human:alpha-human", "repair.rejected"), ("human:alpha-human", "repair.reformulation_requested")]

@@ -34,8 +34,10 @@ def _open(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
 
 def _show(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
     view = app.sessions.show(actor, arguments["session"])
-    # The session's repair proposals and how humans decided them (a reformulation's comment included).
-    return {**view, "repairs": app.repairs.of_session(actor, arguments["session"])}
+    # The session's newest repair proposals and how humans decided them (a reformulation's comment included);
+    # repairs_more: older ones are left out.
+    shown = app.repairs.of_session(actor, arguments["session"])
+    return {**view, "repairs": shown["repairs"], **({"repairs_more": True} if shown["more"] else {})}
 
 
 def _list(app: Armarius, actor: Actor, arguments: dict[str, Any]) -> Any:
@@ -85,8 +87,9 @@ TOOLS = [
     ToolSpec(
         name="session_show",
         description=("A session's status (open, blocked with its reason, closed), budget left, a summary of "
-                     "its evidence with the latest records, and its repair proposals (status, and whether a human "
-                     "asked for a reformulation, with the comment)."),
+                     "its evidence with the latest records, and its newest repair proposals (status, and whether a "
+                     "human asked for a reformulation, with the comment; repairs_more: older ones are left out, "
+                     "each readable with repair_show)."),
         handler=_show,
         permission=Permission.RESEARCH_QUERY,
         properties={"session": SESSION},

@@ -53,6 +53,9 @@ if TYPE_CHECKING:
 
 #: The most repairs one page holds (a listing reads them a page at a time).
 LIST_LIMIT = 200
+#: How many of a session's repairs session_show and the session's page list (the newest): a session may hold
+#: any number, and an answer stays bounded.
+SESSION_REPAIRS_SHOWN = 20
 #: Who may apply a repair, by its target's kind.
 APPLIER = {TargetKind.ENTRY: Permission.MEMORY_MANAGE, TargetKind.EVIDENCE: Permission.EVIDENCE_MANAGE}
 
@@ -194,13 +197,16 @@ class RepairService:
             row = queries.summary(tx, proposer_id=proposer, status=Status.PROPOSED.value)
         return {"count": int(row["count"]), "oldest_at": row["oldest_at"]}
 
-    def of_session(self, actor: Actor, session_id: int) -> list[dict[str, Any]]:
-        """A session's repairs as session_show lists them: id, status, reformulation request and comment."""
+    def of_session(self, actor: Actor, session_id: int) -> dict[str, Any]:
+        """A session's repairs as session_show lists them, newest first: ``repairs``, at most
+        SESSION_REPAIRS_SHOWN (id, status, reformulation request and comment), and ``more``, whether older ones
+        are left out (each stays readable by its id: repair_show)."""
         if not actor.can(Permission.SESSIONS_MANAGE) and not actor.can(Permission.REPAIRS_PROPOSE):
-            return []
-        return [{key: item[key] for key in ("repair", "status", "reformulation_requested", "comment",
-                                            "published")}
-                for item in self.list_repairs(actor, session=session_id)]
+            return {"repairs": [], "more": False}
+        page = self.repairs_page(actor, session=session_id, limit=SESSION_REPAIRS_SHOWN, newest_first=True)
+        return {"repairs": [{key: item[key] for key in ("repair", "status", "reformulation_requested", "comment",
+                                                        "published")} for item in page["items"]],
+                "more": page["next"] is not None}
 
     def _refresh(self, actor: Actor, row: Row) -> bool:
         """Whether the target moved past the saved correction (the repair is then superseded)."""
