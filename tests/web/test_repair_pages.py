@@ -114,6 +114,25 @@ def test_the_list_is_paged_never_whole(desk: Desk, visitors: Visitors, monkeypat
     assert "← Newest" in second
 
 
+def test_a_session_page_lists_its_newest_repairs_and_says_when_older_ones_are_left_out(
+        desk: Desk, visitors: Visitors, monkeypatch: pytest.MonkeyPatch) -> None:
+    from armarius.repairs import service
+
+    monkeypatch.setattr(service, "SESSION_REPAIRS_SHOWN", 2)
+    session = desk.open_session()
+    made = [int(desk.app.repairs.prepare(desk.agent, session, f"Observation {number}.",
+                                         [desk.alternative()])["repair"]) for number in range(3)]
+    person = admin(visitors)
+    page = person.http.get(f"/sessions/{session}").text
+    shown = re.search(r'<section aria-labelledby="repairs-heading">(.*?)</section>', page, re.DOTALL)
+    assert shown
+    assert [int(found) for found in re.findall(r'<a href="/repairs/(\d+)">', shown.group(1))] == made[:0:-1]
+    assert "The newest 2 are listed; the session's older repairs are on the" in shown.group(1)
+    monkeypatch.setattr(service, "SESSION_REPAIRS_SHOWN", 3)
+    page = person.http.get(f"/sessions/{session}").text
+    assert "older repairs" not in page
+
+
 # Deciding over HTTP ------------------------------------------------------------------------------
 
 
