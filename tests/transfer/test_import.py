@@ -4,6 +4,7 @@ on both engines: the result, idempotence, the audit trail, and bad input refused
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +189,26 @@ def test_a_bad_graph_names_its_line_and_nothing_is_imported(app: Armarius, setti
     assert (code, error["code"]) == (3, "invalid_input")
     assert where in error["message"], error["message"]
     assert problem in error["message"], error["message"]
+    assert "nothing was imported" in error["message"]
+    assert snapshot(app, team) == before
+
+
+@pytest.mark.timeout(30)  # the old reader waited for a FIFO's writer, or read /dev/zero, for ever
+@pytest.mark.parametrize("kind", ["a FIFO", "a device"])
+def test_a_graph_source_that_is_no_regular_file_is_refused_without_waiting(
+        app: Armarius, settings: Settings, team: Team, tmp_path: Path, kind: str) -> None:
+    if kind == "a FIFO":
+        source = tmp_path / "memory.jsonl"
+        os.mkfifo(source)
+    else:
+        source = Path("/dev/zero")
+        if not source.exists():
+            pytest.skip("this system has no /dev/zero")
+    before = snapshot(app, team)
+    code, _, err = run(settings, team, "import", "graph", str(source))
+    error = error_of(err)
+    assert (code, error["code"]) == (3, "invalid_input")
+    assert f"{source.name} is not a regular file" in error["message"]
     assert "nothing was imported" in error["message"]
     assert snapshot(app, team) == before
 

@@ -11,11 +11,13 @@ so that the relation's type stays in the text and its target is a link.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from armarius.errors import ArmariusError
+from armarius.errors import ArmariusError, InvalidInput
 from armarius.transfer.model import (
     Note,
     Plan,
@@ -40,7 +42,7 @@ class _Entity:
 
 
 def read_graph(path: Path, *, prefix: str = "") -> Plan:
-    data, name = path.read_bytes(), shown_name(path.name)
+    data, name = _file_bytes(path), shown_name(path.name)
     plan, problems = Plan(kind="graph", source=name, digest=digest_of(data)), Problems()
     entities, relations = _parse(data, name, plan, problems)
     problems.raise_if_any(name)
@@ -68,6 +70,18 @@ def read_graph(path: Path, *, prefix: str = "") -> Plan:
         plan.notes.append(Note(slug=slug, title=clean_title(name, slug), body="\n".join(lines) + "\n",
                                tags=clean_tags([entity.kind], entity.where, plan), origin=entity.where))
     return plan
+
+
+def _file_bytes(path: Path) -> bytes:
+    """The source file's bytes. A path that is no regular file is refused before anything is read: opening a
+    FIFO waits for a writer, a device such as /dev/zero reads forever (opened without waiting, then told
+    apart by what it is)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise InvalidInput(f"{shown_name(path.name)} is not a regular file (a FIFO, a device or a socket): "
+                               "give the graph's JSONL file; nothing was imported.", field="source")
+        return handle.read()
 
 
 def _parse(data: bytes, name: str, plan: Plan, problems: Problems
