@@ -100,12 +100,28 @@ def open_regular(folder: int, name: str) -> Iterator[BinaryIO | None]:
     if descriptor is None:
         yield None
         return
+    with _if_regular(descriptor) as handle:
+        yield handle
+
+
+@contextlib.contextmanager
+def open_named_regular(path: Path) -> Iterator[BinaryIO | None]:
+    """The regular file at ``path``, a path a person named (links followed), open for reading until the block
+    ends; None when it is anything but a regular file. Opening never waits (a FIFO included)."""
+    with _if_regular(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)) as handle:
+        yield handle
+
+
+@contextlib.contextmanager
+def _if_regular(descriptor: int) -> Iterator[BinaryIO | None]:
+    """``descriptor`` as a file to read if it is a regular file; else None, and it is closed (a folder, which
+    opens for reading, a FIFO, a device)."""
     try:
         regular = stat.S_ISREG(os.fstat(descriptor).st_mode)
     except BaseException:
         os.close(descriptor)
         raise
-    if not regular:  # a folder (which opens for reading), a FIFO, a device
+    if not regular:
         os.close(descriptor)
         yield None
         return

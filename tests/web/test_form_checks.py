@@ -148,6 +148,21 @@ def test_every_required_checkbox_of_the_templates_is_one_the_server_checks() -> 
 # A body over the forms' limit --------------------------------------------------------------------------
 
 
+def refused_as_too_large(base_url: str, person: Person, path: str, content_type: str, limit: int, start: bytes, *,
+                         csrf: str | None = None) -> bytes:
+    """POST to ``path`` a body declared one byte over ``limit``, of which only ``start`` and 1 KiB are sent: the
+    answer is 413 and closes the connection before the rest is read. Its body."""
+    port = port_of(base_url)
+    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: armarius_session={person.cookie}\r\n"
+            + (f"X-CSRF-Token: {csrf}\r\n" if csrf else "")
+            + f"Content-Type: {content_type}\r\nContent-Length: {limit + 1}\r\n\r\n").encode()
+    answer = raw(port, head + start + b"x" * 1024)
+    assert status_of(answer) == 413, answer[:400]
+    head_part, _, body = answer.partition(b"\r\n\r\n")
+    assert re.search(rb"\r\nconnection: close\r\n", head_part.lower() + b"\r\n")
+    return body
+
+
 def test_a_form_over_its_limit_is_413_request_too_large_before_it_is_read(app: Armarius, visitors: Visitors,
                                                                           base_url: str) -> None:
     team = make_team(app)
@@ -155,15 +170,8 @@ def test_a_form_over_its_limit_is_413_request_too_large_before_it_is_read(app: A
     app.memory.remember(team.agent, RememberRequest("notes/big", "Big", "body\n"))
     csrf = person.csrf()
     before = store(app)
-    port = port_of(base_url)
-    head = (f"POST /entries/curate HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-            f"Cookie: armarius_session={person.cookie}\r\n"
-            "Content-Type: application/x-www-form-urlencoded\r\n"
-            f"Content-Length: {FORM_MAX_BYTES + 1}\r\n\r\n").encode()
-    answer = raw(port, head + f"csrf={csrf}&slug=notes/big&revision=1&pad=".encode() + b"x" * 1024)
-    assert status_of(answer) == 413, answer[:400]
-    head_part, _, body = answer.partition(b"\r\n\r\n")
-    assert re.search(rb"\r\nconnection: close\r\n", head_part.lower() + b"\r\n")
+    body = refused_as_too_large(base_url, person, "/entries/curate", "application/x-www-form-urlencoded",
+                                FORM_MAX_BYTES, f"csrf={csrf}&slug=notes/big&revision=1&pad=".encode())
     assert b"<code>request_too_large</code>" in body
     assert f"at most 3 MB ({FORM_MAX_BYTES} bytes)".encode() in body
     assert store(app) == before
@@ -184,15 +192,8 @@ def test_a_json_body_over_its_limit_is_413_request_too_large_before_it_is_read(a
     app.memory.remember(team.agent, RememberRequest("notes/big", "Big", "body\n"))
     csrf = person.csrf()
     before = store(app)
-    port = port_of(base_url)
-    head = (f"POST /api/entries/curate HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-            f"Cookie: armarius_session={person.cookie}\r\nX-CSRF-Token: {csrf}\r\n"
-            "Content-Type: application/json\r\n"
-            f"Content-Length: {API_BODY_MAX_BYTES + 1}\r\n\r\n").encode()
-    answer = raw(port, head + b'{"slug": "notes/big", "revision": 1, "pad": "' + b"x" * 1024)
-    assert status_of(answer) == 413, answer[:400]
-    head_part, _, body = answer.partition(b"\r\n\r\n")
-    assert re.search(rb"\r\nconnection: close\r\n", head_part.lower() + b"\r\n")
+    body = refused_as_too_large(base_url, person, "/api/entries/curate", "application/json", API_BODY_MAX_BYTES,
+                                b'{"slug": "notes/big", "revision": 1, "pad": "', csrf=csrf)
     error = json.loads(body)["error"]
     assert (error["code"], error["details"]) == ("request_too_large", {"limit": API_BODY_MAX_BYTES})
     assert store(app) == before

@@ -11,13 +11,12 @@ so that the relation's type stays in the text and its target is a link.
 from __future__ import annotations
 
 import json
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from armarius.errors import ArmariusError, InvalidInput
+from armarius.files import open_named_regular
 from armarius.transfer.model import (
     Note,
     Plan,
@@ -74,11 +73,9 @@ def read_graph(path: Path, *, prefix: str = "") -> Plan:
 
 def _file_bytes(path: Path) -> bytes:
     """The source file's bytes. A path that is no regular file is refused before anything is read: opening a
-    FIFO waits for a writer, a device such as /dev/zero reads forever (opened without waiting, then told
-    apart by what it is)."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(descriptor, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+    FIFO would wait for a writer, a device such as /dev/zero read for ever."""
+    with open_named_regular(path) as handle:
+        if handle is None:
             raise InvalidInput(f"{shown_name(path.name)} is not a regular file (a FIFO, a device or a socket): "
                                "give the graph's JSONL file; nothing was imported.", field="source")
         return handle.read()
