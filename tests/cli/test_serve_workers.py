@@ -31,6 +31,8 @@ pytestmark = pytest.mark.anyio
 ENGINES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 #: An access log line of a worker: uvicorn's, with the worker's pid.
 SERVED_BY = re.compile(r'\[(\d+)\] \S+ - "POST /mcp HTTP/1\.1" 200')
+#: A worker's access log line of a health check: the worker's pid and the client's port.
+HEALTH_CHECKED = re.compile(r'\[(\d+)\] 127\.0\.0\.1:(\d+) - "GET /healthz HTTP/1\.1" 200')
 
 
 class Server:
@@ -134,6 +136,31 @@ async def test_two_workers_answer_mcp_clients_and_stop_together(app: Armarius, s
     assert all(gone(pid) for pid in workers)
     assert "Traceback" not in "".join(server.lines)
     assert sum("Finished server process" in line for line in server.lines) == 2
+
+
+def test_connections_made_at_once_are_spread_over_the_workers(server: Server) -> None:
+    """Sixteen connections made in one burst, as agents starting together make them, then a request on each:
+    both workers answer some (each listens on a socket of its own, SO_REUSEPORT, and the kernel spreads the
+    connections). On one shared listening socket the worker that woke first accepted every waiting one."""
+    wait_for(lambda: sum("Application startup complete" in line for line in list(server.lines)) == 2)
+    port = int(server.url.rsplit(":", 1)[1])
+    connections = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(16)]
+    try:
+        for connection in connections:
+            connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        for connection in connections:
+            assert connection.recv(65536).startswith(b"HTTP/1.1 200")
+        clients = {connection.getsockname()[1] for connection in connections}
+
+        def answered_by() -> dict[int, int]:
+            return {int(match[2]): int(match[1]) for line in list(server.lines)
+                    if (match := HEALTH_CHECKED.search(line)) and int(match[2]) in clients}
+
+        wait_for(lambda: len(answered_by()) == len(clients))
+        assert set(answered_by().values()) == server.workers(), "".join(server.lines)
+    finally:
+        for connection in connections:
+            connection.close()
 
 
 @pytest.mark.parametrize("settings", ENGINES, indirect=True)

@@ -94,16 +94,24 @@ def _private_folder(folder: Path) -> int | None:
 PORT = click.IntRange(1, 65535)
 
 
-def listen(host: str, port: int) -> list[socket.socket]:
+#: Whether the worker processes of `serve --workers N` each listen on a socket of their own (Linux's
+#: SO_REUSEPORT: the kernel spreads new connections evenly over them). Sharing one listening socket, whichever
+#: worker wakes first accepts every connection waiting: 32 clients connecting at once all went to one worker,
+#: the other idle (bench/compare.py, section 6). Elsewhere the workers share the supervisor's socket.
+BALANCED = sys.platform == "linux" and hasattr(socket, "SO_REUSEPORT")
+
+
+def listen(host: str, port: int, *, balanced: bool = False) -> list[socket.socket]:
     """The server's listening sockets, bound now: a taken port is reported before anything is
-    printed or set up, and no other program can take it between the check and the serving."""
+    printed or set up, and no other program can take it between the check and the serving. ``balanced``:
+    bound for the workers' own sockets to join (:func:`worker_sockets`), and not listening themselves."""
     try:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror:
         raise InvalidInput(f"{host!r} is not an address of this machine nor a name that resolves; give --host "
                            "an address such as 127.0.0.1.", field="host") from None
     try:
-        return _bind(addresses)
+        return _bind(addresses, balanced=balanced)
     except OSError as error:
         if error.errno == errno.EADDRINUSE:
             other = free_port_near(host, port)
@@ -118,24 +126,55 @@ def listen(host: str, port: int) -> list[socket.socket]:
                            port=port) from None
 
 
-def _bind(addresses: list[Any]) -> list[socket.socket]:
-    """A listening socket on each address (from getaddrinfo), or OSError with none left open."""
+def _bind(addresses: list[Any], *, balanced: bool = False) -> list[socket.socket]:
+    """A listening socket on each address (from getaddrinfo), or OSError with none left open. ``balanced``: see
+    :func:`listen`."""
     sockets: list[socket.socket] = []
     try:
         for family, kind, protocol, _, address in dict.fromkeys(addresses):
-            listener = socket.socket(family, kind, protocol)
-            sockets.append(listener)
-            if os.name == "posix":  # as uvicorn does: a restart need not wait out TIME_WAIT
-                listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            listener.bind(address)
-            listener.listen(2048)
+            sockets.append(_socket(family, kind, protocol, address, reuse_port=balanced, listening=not balanced))
     except OSError:
         for listener in sockets:
             listener.close()
         raise
     return sockets
+
+
+def _socket(family: int, kind: int, protocol: int, address: Any, *, reuse_port: bool = False,
+            listening: bool = True) -> socket.socket:
+    """A socket bound to ``address``, listening if ``listening``. ``reuse_port``: in the group of sockets of its
+    user on the port (SO_REUSEPORT), instead of taking the port after another's TIME_WAIT (SO_REUSEADDR, which
+    would also let another program bind the port while this socket does not listen)."""
+    listener = socket.socket(family, kind, protocol)
+    try:
+        if reuse_port:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        elif os.name == "posix":  # as uvicorn does: a restart need not wait out TIME_WAIT
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        listener.bind(address)
+        if listening:
+            listener.listen(2048)
+    except OSError:
+        listener.close()
+        raise
+    return listener
+
+
+def worker_sockets(bound: list[socket.socket]) -> list[socket.socket]:
+    """A worker's own listening sockets on the addresses of the supervisor's ``bound`` ones (from
+    ``listen(..., balanced=True)``), each joining its port's group: the kernel hands every new connection to
+    one listening socket of the group, spread evenly by the connection's addresses and ports."""
+    own: list[socket.socket] = []
+    try:
+        for shared in bound:
+            own.append(_socket(shared.family, shared.type, shared.proto, shared.getsockname(), reuse_port=True))
+    except OSError:
+        for listener in own:
+            listener.close()
+        raise
+    return own
 
 
 #: How many ports after a taken one a refusal tries before it suggests one.
@@ -158,9 +197,9 @@ def free_port_near(host: str, port: int) -> int | None:
 
 
 @contextmanager
-def listening(host: str, port: int) -> Iterator[list[socket.socket]]:
+def listening(host: str, port: int, *, balanced: bool = False) -> Iterator[list[socket.socket]]:
     """:func:`listen`, and the sockets closed when the server is done with them."""
-    sockets = listen(host, port)
+    sockets = listen(host, port, balanced=balanced)
     try:
         yield sockets
     finally:
@@ -208,7 +247,7 @@ def serve(cli: CliContext, host: str | None, port: int | None, workers: int) -> 
     if workers > 1 and not hasattr(os, "fork"):
         raise InvalidInput("--workers above 1 needs a system that can fork processes (Linux, macOS, BSD); run one "
                            "server process per port here.", field="workers")
-    with listening(host, port) as sockets:
+    with listening(host, port, balanced=workers > 1 and BALANCED) as sockets:
         served = f"Serving on {_base_url(host, port)}: MCP at /mcp, the API at /api"
         if workers == 1:
             with cli.app() as app:
@@ -290,10 +329,15 @@ class _Supervisor:
         try:
             from armarius.web.app import listens_on_loopback, server_config
 
+            sockets = self.sockets
+            if BALANCED:
+                sockets = worker_sockets(self.sockets)
+                for shared in self.sockets:
+                    shared.close()  # this process's copy; the supervisor keeps the port
             with self.cli.app() as app:
-                config = server_config(app, stateless=True, loopback=listens_on_loopback(self.sockets),
+                config = server_config(app, stateless=True, loopback=listens_on_loopback(sockets),
                                        log_config=_log_config_with_pid())
-                _worker_server(_ready(config), supervisor=self.pid).run(self.sockets)
+                _worker_server(_ready(config), supervisor=self.pid).run(sockets)
         except ArmariusError as error:  # e.g. the database went away since the supervisor's check
             click.echo(f"error [{error.code}]: {error.message}", err=True)
             status = error.exit_code
