@@ -28,7 +28,8 @@ and not timed.
 6. 32 concurrent MCP clients over streamable HTTP against `armarius serve`, a mixed workload
    (SQLite 50 % remember / 50 % recall; PostgreSQL 20 / 40 / 40 remember / recall / read), with 1
    worker and with N workers: ops/s, p50/p95/p99,
-   errors, server CPU per op. Every answer is checked; a wrong one counts as an error.
+   errors, server CPU per op. Every answer is checked; a wrong one counts as an error. The clients are
+   bench/lean_client.py's (the SDK client's requests without its machinery; ``--sdk-clients``: the SDK's).
 
 It prints one table of ratios (A / B: below 1 means Armarius is faster or cheaper) and writes
 bench/results/<date>.json (``<date>-quick.json`` with ``--quick``). A human commits results files.
@@ -66,8 +67,9 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, ExitStack, contextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +92,7 @@ from database_rows import (
     varying_pairs,
 )
 from databases import PG_ADMIN_URL, engine_settings, environment, postgres_available, sqlite_settings
+from lean_client import LeanClient
 from memory import embed_loaded, load, new_slug, prepare
 from processes import (
     NOOP_SERVER,
@@ -163,6 +166,8 @@ class Plan:
     http_clients: int = 32
     http_entries: int = 2_000
     http_notes: int = 3_000  # new notes made ahead for section 6's remember calls
+    #: Section 6's clients: "lean" (bench/lean_client.py) or "sdk" (the SDK's own client, --sdk-clients).
+    http_client: str = "lean"
     #: Seconds after which a timed loop stops early (then fewer pairs are reported).
     budget: float = 60.0
 
@@ -1278,8 +1283,9 @@ def answer_problem(tool: str, result: Any, arguments: dict[str, Any]) -> str | N
 
 
 async def http_agent(url: str, token: str, workload: Workload, rng: random.Random, ready: anyio.Event,
-                     start: anyio.Event, window: list[float], run: Load) -> None:
-    """One MCP client over streamable HTTP with connections of its own: calls until the window ends."""
+                     start: anyio.Event, window: list[float], run: Load, *, sdk: bool) -> None:
+    """One MCP client over streamable HTTP with a connection of its own (``sdk``: the SDK's client, else
+    bench/lean_client.py's): calls until the window ends."""
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
@@ -1296,8 +1302,13 @@ async def http_agent(url: str, token: str, workload: Workload, rng: random.Rando
             return {}
         return {"query": rng.choice(workload.queries), "limit": RECALL_LIMIT}
 
-    async with (create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
-                Client(streamable_http_client(url, http_client=http)) as client):
+    async with AsyncExitStack() as stack:
+        if sdk:
+            http = await stack.enter_async_context(create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}))
+            client: Client | LeanClient = await stack.enter_async_context(
+                Client(streamable_http_client(url, http_client=http)))
+        else:
+            client = await stack.enter_async_context(LeanClient(url, token))
         for tool in workload.weights.keys() - {"remember"}:  # warm-up: the connection, the server's caches
             await client.call_tool(tool, arguments(tool))
         ready.set()
@@ -1322,15 +1333,15 @@ async def http_agent(url: str, token: str, workload: Workload, rng: random.Rando
 
 
 async def run_load(url: str, tokens: list[str], workload: Workload, seconds: float, pids: list[int],
-                   run: Load, *, postgres: bool = False) -> None:
+                   run: Load, *, postgres: bool = False, sdk: bool = False) -> None:
     """The clients connect and warm up; then all call for ``seconds``, the servers' CPU measured over that window
-    (``postgres``: PostgreSQL's too)."""
+    (``postgres``: PostgreSQL's too; ``sdk``: the SDK's clients instead of bench/lean_client.py's)."""
     readies = [anyio.Event() for _ in tokens]
     start, window = anyio.Event(), [0.0, float("inf")]
     async with anyio.create_task_group() as group:
         for number, (token, ready) in enumerate(zip(tokens, readies, strict=True)):
-            group.start_soon(http_agent, url, token, workload, random.Random(f"{SEED}:{number}"), ready, start,
-                             window, run)
+            group.start_soon(partial(http_agent, url, token, workload, random.Random(f"{SEED}:{number}"), ready,
+                                     start, window, run, sdk=sdk))
         for ready in readies:
             await ready.wait()
         # The clients' own full garbage collections (50-80 ms over the bench's heap) would stop every client at
@@ -1388,7 +1399,7 @@ async def http_engine(bench: Bench, engine: str, workers: int) -> list[Row]:
                     run = Load(count)
                     await run_load(f"{server.base_url}/mcp", tokens, FLOOR_WORKLOAD if count == FLOOR else workload,
                                    plan.http_seconds, server.pids(), run,
-                                   postgres=engine == "postgresql" and count != FLOOR)
+                                   postgres=engine == "postgresql" and count != FLOOR, sdk=plan.http_client == "sdk")
                 runs[count].append(run)
                 print(f"  http: {engine_name}, {run.summary()}", flush=True)
     return http_rows(case, runs, workers, refusal)
@@ -1520,6 +1531,8 @@ def parse_options(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--reinstall", action="store_true", help="install the peers' npm packages again")
     parser.add_argument("--recall-sizes", help="section 5's sizes, e.g. 100000,1000000 (default 100000; quick 5000)")
     parser.add_argument("--output", type=Path, help="where to write the JSON (default bench/results/<date>.json)")
+    parser.add_argument("--sdk-clients", action="store_true",
+                        help="section 6's clients are the MCP SDK's own (default: bench/lean_client.py)")
     options = parser.parse_args(argv)
     try:
         options.only = sorted({int(part) for part in options.only.split(",")}) if options.only else sorted(SECTIONS)
@@ -1557,6 +1570,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = QUICK if options.quick else FULL
     if options.recall_sizes:
         plan = Plan(**{**asdict(plan), "recall_sizes": tuple(int(size) for size in options.recall_sizes.split(","))})
+    if options.sdk_clients:
+        plan = Plan(**{**asdict(plan), "http_client": "sdk"})
     began, when, load_at_start = time.perf_counter(), datetime.datetime.now(datetime.UTC), os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="armarius-compare-") as scratch:
         bench = Bench(plan, Path(scratch), options.reinstall)
