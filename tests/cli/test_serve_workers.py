@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from armarius.app import Armarius
+from armarius.cli.server import DEFAULT_WORKERS_MAX
 from armarius.config import Settings
 from armarius.web.limits import MAX_CONNECTIONS, SHUTDOWN_GRACE_SECONDS
 from tests.cli.test_serve_cli import environment
@@ -36,13 +37,14 @@ HEALTH_CHECKED = re.compile(r'\[(\d+)\] 127\.0\.0\.1:(\d+) - "GET /healthz HTTP/
 
 
 class Server:
-    """`armarius serve --workers 2` as a real process; its output is collected as it comes. ``ulimit``: options
+    """`armarius serve --workers 2` as a real process (``workers``: another count, None: no --workers); its
+    output is collected as it comes. ``ulimit``: options
     of the shell's ``ulimit`` to start it with (``-S -n 256``: a soft limit of 256 open files)."""
 
-    def __init__(self, settings: Settings, *, workers: int = 2, ulimit: str | None = None) -> None:
+    def __init__(self, settings: Settings, *, workers: int | None = 2, ulimit: str | None = None) -> None:
         self.url = f"http://127.0.0.1:{free_port()}"
         command = [*ARMARIUS, "--data-dir", str(settings.data_dir), "serve", "--port", self.url.rsplit(":", 1)[1],
-                   *(["--workers", str(workers)] if workers > 1 else [])]
+                   *(["--workers", str(workers)] if workers is not None else [])]
         if ulimit is not None:  # the shell execs the server: its process is the one started here
             command = ["sh", "-c", f'ulimit {ulimit} && exec "$@"', "sh", *command]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -202,6 +204,18 @@ def started(settings: Settings, **options: Any) -> Iterator[Server]:
             with suppress(subprocess.TimeoutExpired):
                 running.process.wait(timeout=60)
         running.close()
+
+
+@pytest.mark.parametrize("settings", ENGINES, indirect=True)
+def test_by_default_serve_runs_a_worker_per_cpu_on_postgresql_and_one_process_on_sqlite(settings: Settings) -> None:
+    cpus = len(os.sched_getaffinity(0))
+    expected = 1 if settings.database_url is None else min(cpus, DEFAULT_WORKERS_MAX)
+    with started(settings, workers=None) as server:
+        if expected == 1:
+            assert server.workers() == set()
+        else:
+            wait_for(lambda: len(server.workers()) == expected)
+            assert f"in {expected} worker processes" in "".join(server.lines)
 
 
 @pytest.mark.parametrize("settings", ["sqlite"], indirect=True)

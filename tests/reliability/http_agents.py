@@ -94,15 +94,14 @@ class Server:
 
 @contextmanager
 def serving(settings: Settings, logs: Path, count: int = 1, *, workers: int = 1) -> Iterator[list[Server]]:
-    """``count`` `armarius serve` commands on free ports (each with ``--workers`` if above 1), started at
+    """``count`` `armarius serve` commands on free ports (each with ``--workers``), started at
     once; each one's output in ``logs/server-N.log``. Stopped with SIGTERM afterwards."""
     started: list[Server] = []
     try:
         for index in range(count):
             port = free_port()
-            args = [*ARMARIUS, "--data-dir", str(settings.data_dir), "serve", "--port", str(port)]
-            if workers > 1:
-                args += ["--workers", str(workers)]
+            args = [*ARMARIUS, "--data-dir", str(settings.data_dir), "serve", "--port", str(port), "--workers",
+                    str(workers)]
             log = logs / f"server-{index}.log"
             with log.open("wb") as output:
                 process = subprocess.Popen(args, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -128,7 +128,7 @@ class Lab:
             self.app.database.close()
 
     def serve_args(self, port: int) -> list[str]:
-        return ["--data-dir", str(self.settings.data_dir), "serve", "--port", str(port)]
+        return ["--data-dir", str(self.settings.data_dir), "serve", "--port", str(port), "--workers", "1"]
 
     def human_turn(self, ledger: Ledger, chance: random.Random) -> None:
         """The human approves every new proposal and curates up to two entries (through the services)."""

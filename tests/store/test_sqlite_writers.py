@@ -266,3 +266,48 @@ def test_the_wal_is_checkpointed_in_a_thread_of_its_own_after_writes_without_wai
     assert checkpoints[0] != threading.get_ident()
     assert rows(database) == [0, 1, 2]
     database.close()
+
+
+#: Another process's writer as Armarius's writers take the turn (argv[1]: the database): the place next in line,
+#: then the turn, then the place given up; with the turn, one row (2) written; then the turn given up.
+WAITS_IN_LINE = """
+import fcntl, os, sqlite3, sys
+path = sys.argv[1]
+next_in_line = os.open(path + "-writers-next", os.O_RDWR | os.O_CREAT, 0o600)
+turn = os.open(path + "-writers", os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(next_in_line, fcntl.LOCK_EX)
+print("next in line", flush=True)
+fcntl.flock(turn, fcntl.LOCK_EX)
+fcntl.flock(next_in_line, fcntl.LOCK_UN)
+connection = sqlite3.connect(path, isolation_level=None)
+connection.execute("BEGIN IMMEDIATE")
+connection.execute("INSERT INTO t VALUES (2)")
+connection.execute("COMMIT")
+fcntl.flock(turn, fcntl.LOCK_UN)
+"""
+
+
+def test_a_process_that_gives_the_turn_up_cannot_take_it_back_before_a_process_waiting_in_line(
+        tmp_path: Path) -> None:
+    """This process writes (1) while another waits next in line for the turn; this process's next write (3),
+    begun as soon as the first has ended, comes after the other's (2). Taking the turn back at once, the
+    process that had it kept writing while the other waited (section 6 of bench/compare.py, two workers on
+    SQLite: p99 of 247-271 ms, 148-182 with the place next in line)."""
+    path = tmp_path / "store.sqlite3"
+    database = new_table(path)
+    with database.transaction(write=True) as tx:
+        tx.execute("INSERT INTO t VALUES (1)")
+        other = subprocess.Popen([sys.executable, "-c", WAITS_IN_LINE, str(path)], stdout=subprocess.PIPE, text=True)
+        assert other.stdout is not None
+        assert other.stdout.readline() == "next in line\n"
+    try:
+        with database.transaction(write=True) as tx:
+            tx.execute("INSERT INTO t VALUES (3)")
+        assert other.wait(timeout=30) == 0
+    finally:
+        if other.poll() is None:
+            other.kill()
+        other.stdout.close()
+    with database.transaction() as tx:
+        assert [int(row["x"]) for row in tx.all("SELECT x FROM t ORDER BY rowid")] == [1, 2, 3]
+    database.close()

@@ -28,7 +28,7 @@ from armarius.cli.connect import base_url as _base_url
 from armarius.cli.connect import claude_code_http, http_entry, stdio_entry
 from armarius.cli.context import CliContext, armarius_command, counted, pass_cli
 from armarius.cli.memory import reindex_all
-from armarius.config import write_settings_file
+from armarius.config import Settings, write_settings_file
 from armarius.errors import ArmariusError, InvalidInput, NotFound, PortInUse
 from armarius.store.schema import check_migrator, latest_version, postgres_role
 
@@ -224,6 +224,20 @@ def settle_heap() -> None:
     gc.freeze()
 
 
+#: The most worker processes `serve` starts by default (on PostgreSQL, where each opens up to 10 connections).
+DEFAULT_WORKERS_MAX = 4
+
+
+def default_workers(settings: Settings) -> int:
+    """`serve`'s worker processes where ``--workers`` does not say. On SQLite one: the workers' writes take turns
+    on the one file, and one worker did as well as two on two cores (deployment.md). On PostgreSQL one per CPU
+    this process may run on, at most :data:`DEFAULT_WORKERS_MAX`."""
+    if settings.database_url is None or not hasattr(os, "fork"):
+        return 1
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(cpus, DEFAULT_WORKERS_MAX))
+
+
 def _serve_http(app: Armarius, sockets: list[socket.socket]) -> None:
     import uvicorn
 
@@ -238,12 +252,14 @@ def _serve_http(app: Armarius, sockets: list[socket.socket]) -> None:
 @click.command()
 @click.option("--host", help="Address to listen on (default from settings: 127.0.0.1).")
 @click.option("--port", type=PORT, help="Port (default from settings: 8765).")
-@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Server processes sharing the port; MCP then runs without sessions.")
+@click.option("--workers", type=click.IntRange(1, 64),
+              help=f"Server processes sharing the port (default: 1 on SQLite; on PostgreSQL one per CPU, at most "
+                   f"{DEFAULT_WORKERS_MAX}); with more than one, MCP runs without sessions.")
 @pass_cli
-def serve(cli: CliContext, host: str | None, port: int | None, workers: int) -> None:
+def serve(cli: CliContext, host: str | None, port: int | None, workers: int | None) -> None:
     """Serve MCP over streamable HTTP at /mcp, the JSON API at /api and /healthz."""
     host, port = host or cli.settings.host, port or cli.settings.port
+    workers = workers or default_workers(cli.settings)
     if workers > 1 and not hasattr(os, "fork"):
         raise InvalidInput("--workers above 1 needs a system that can fork processes (Linux, macOS, BSD); run one "
                            "server process per port here.", field="workers")
@@ -284,7 +300,8 @@ class _Supervisor:
         for handled in (signal.SIGTERM, signal.SIGINT):
             signal.signal(handled, self._stop)
         for _ in range(count):
-            self._start_worker()
+            if not self.stopping:
+                self._start_worker()
         while self.workers:
             pid, status = os.wait()  # retried after a signal handler (PEP 475)
             if pid not in self.workers:
@@ -310,17 +327,30 @@ class _Supervisor:
                 os.kill(pid, signal.SIGTERM)
 
     def _start_worker(self) -> None:
+        # On Linux the worker's own listening sockets are made before the fork: they take their share of the
+        # connections from the moment the server has started (queued until the worker answers), not from
+        # whenever the worker has loaded (connections made meanwhile all went to the workers ready first).
+        try:
+            sockets = worker_sockets(self.sockets) if BALANCED else self.sockets
+        except OSError as error:
+            click.echo(f"Cannot listen for a worker process: {error.strerror}; stopping the server.", err=True)
+            self.status = 1
+            self._stop(signal.SIGTERM, None)
+            return
         # Signals wait until the new pid is recorded, so that a stop reaches every worker.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
         try:
             pid = os.fork()
             if pid == 0:
-                self._worker()
+                self._worker(sockets)
             self.workers.add(pid)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+            if sockets is not self.sockets:
+                for listener in sockets:
+                    listener.close()  # the worker's now: this process keeps only the port
 
-    def _worker(self) -> None:
+    def _worker(self, sockets: list[socket.socket]) -> None:
         """The forked child: never returns into the command that forked it."""
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -329,11 +359,9 @@ class _Supervisor:
         try:
             from armarius.web.app import listens_on_loopback, server_config
 
-            sockets = self.sockets
-            if BALANCED:
-                sockets = worker_sockets(self.sockets)
+            if sockets is not self.sockets:
                 for shared in self.sockets:
-                    shared.close()  # this process's copy; the supervisor keeps the port
+                    shared.close()  # this process's copy of the supervisor's port
             with self.cli.app() as app:
                 config = server_config(app, stateless=True, loopback=listens_on_loopback(sockets),
                                        log_config=_log_config_with_pid())
