@@ -153,11 +153,9 @@ class HttpServer:
 
 @contextmanager
 def armarius_serve(data_dir: Path, env: dict[str, str], log: Path, workers: int = 1) -> Iterator[HttpServer]:
-    """`armarius serve` on a free port (with ``--workers`` above 1), healthy, stopped with SIGTERM after."""
+    """`armarius serve --workers N` on a free port, healthy, stopped with SIGTERM after."""
     port = free_port()
-    args = [*ARMARIUS, "--data-dir", str(data_dir), "serve", "--port", str(port)]
-    if workers > 1:
-        args += ["--workers", str(workers)]
+    args = [*ARMARIUS, "--data-dir", str(data_dir), "serve", "--port", str(port), "--workers", str(workers)]
     with http_server(args, port, {**os.environ, **env}, log, workers) as server:
         yield server
 
