@@ -144,7 +144,8 @@ def every_page(page: Callable[[Any], list[Row]], *, size: int, key: str = "id") 
 
 
 @lru_cache(maxsize=1024)
-def _to_pyformat(sql: str) -> str:
+def to_pyformat(sql: str) -> str:
+    """The store's SQL (``?`` for each parameter, which is the only ``?`` it writes) as psycopg takes it."""
     return sql.replace("%", "%%").replace("?", "%s")
 
 
@@ -335,7 +336,7 @@ class Tx:
         if any(isinstance(value, str) and "\x00" in value for value in params):
             # PostgreSQL's text holds no NUL; refused alike on both engines, also where it is only looked up.
             raise InvalidInput("A text with a NUL character can be neither stored nor looked up.")
-        return (_to_pyformat(sql) if self.dialect == "postgresql" else sql), params
+        return (to_pyformat(sql) if self.dialect == "postgresql" else sql), params
 
     def _run(self, sql: str, params: Params) -> None:
         sql, params = self._prepare(sql, params)

@@ -21,7 +21,7 @@ import psycopg.rows
 from psycopg import sql
 
 from armarius.errors import ConfigError, SchemaOutdated, StorageUnavailable
-from armarius.store.engine import Database, Row, enable_wal, utc_now
+from armarius.store.engine import Database, Row, enable_wal, to_pyformat, utc_now
 
 _MIGRATIONS_PACKAGE = "armarius.store.migrations"
 _MIGRATION_BUSY_SECONDS = 60.0
@@ -587,7 +587,7 @@ def repair_postgres(migrate_url: str, app_role: str) -> list[str]:
             done.append(f"made the text search configuration {TEXT_SEARCH_CONFIGURATION} again as migration "
                         f"{_WORDS_MIGRATION} makes it, and the search vectors with it")
 
-        cursor.execute(_PRIVILEGES.replace("?", "%s"), _privileges_of(app_role))
+        cursor.execute(to_pyformat(_PRIVILEGES), _privileges_of(app_role))
         lacking = _lacking(cursor.fetchall())
         for statement in grant_statements(lacking, app_role):
             cursor.execute(statement)
