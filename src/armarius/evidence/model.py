@@ -34,7 +34,7 @@ from typing import Any
 
 from armarius.canonical import canonical_json
 from armarius.errors import InvalidInput, echo
-from armarius.memory.model import check_slug, check_title, words
+from armarius.memory.model import INDEXED_REPETITIONS, check_slug, check_title, words
 from armarius.validation import check_storable
 
 #: The largest body of a unit, in bytes of UTF-8 (1 MiB).
@@ -46,8 +46,6 @@ CAPTURE_ID_PATTERN = re.compile(r"[0-9a-f]{64}")
 KEYS = ("id", "title", "revision", "provenance", "lineage")
 _LINEAGE_KEYS = {"revision", "author", "at", "via"}
 FENCE = "---"
-#: How often one word of a unit is indexed at most (as for entries: as many positions as PostgreSQL keeps).
-INDEXED_REPETITIONS = 255
 #: What the indexed words of one unit may cost at most, counted as PostgreSQL counts a tsvector's size
 #: (each distinct word's bytes, its position count and its positions), whose limit is 1 MiB.
 SEARCH_COST_MAX = 768 * 1024

@@ -21,6 +21,9 @@ REASON_MAX = 2000
 LINK_PATTERN = re.compile(rf"\[\[({SLUG_SEGMENT}(?:/{SLUG_SEGMENT})*)\]\]")
 #: Words as both full-text engines see them: runs of letters and digits (underscore splits).
 WORD_PATTERN = re.compile(r"[^\W_]+")
+#: How often one word of an entry or an evidence unit is indexed at most: as many positions of a word as
+#: PostgreSQL keeps (memory.queries.search_body, evidence.model.search_text).
+INDEXED_REPETITIONS = 255
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from armarius.errors import InvalidInput
 from armarius.evidence.model import SEARCH_COST_MAX, search_text
-from armarius.memory.model import WORD_PATTERN, Entry
+from armarius.memory.model import INDEXED_REPETITIONS, WORD_PATTERN, Entry
 from armarius.memory.snippets import word_map
 from armarius.store import TSQUERY, Later, Row, Tx
 
@@ -26,8 +26,6 @@ _ENTRY_COLUMNS = (
 )
 #: bm25 weights for the FTS5 columns slug, title, body.
 _BM25_WEIGHTS = "bm25(2.0, 4.0, 1.0)"
-#: How often one word of an entry is indexed at most: as many positions of a word as PostgreSQL keeps.
-INDEXED_REPETITIONS = 255
 #: PostgreSQL recall ranks at most this many of the entries that match, the first ones in the index's
 #: order (see search): ranking reads each one's vector, and a common word matches a third of a workspace.
 RANK_CANDIDATES = 1000
