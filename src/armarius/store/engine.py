@@ -591,24 +591,19 @@ class _Writers:
 
     def acquire(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
-        if not self._lock.acquire(timeout=timeout):
-            return False
-        try:
-            if self._files_locked(deadline):
-                return True
-        except BaseException:
-            self._lock.release()
-            raise
-        self._lock.release()
-        return False
+        return self._lock.acquire(timeout=timeout) and self._files_locked(deadline)
 
     def acquire_now(self) -> bool:
         """The turn if nobody in any process has it or waits for it, without a wait; False, nothing held,
         otherwise."""
-        if not self._lock.acquire(blocking=False):
-            return False
+        return self._lock.acquire(blocking=False) and self._files_locked(None)
+
+    def _files_locked(self, deadline: float | None) -> bool:
+        """With this process's lock held: the place next in line, then the turn, then the place given up, each
+        tried until ``deadline`` (None: once). False (or an exception): nothing held, this process's lock given
+        back too."""
         try:
-            if self._files_locked(None):
+            if self._turn_taken(deadline):
                 return True
         except BaseException:
             self._lock.release()
@@ -616,13 +611,16 @@ class _Writers:
         self._lock.release()
         return False
 
-    def _files_locked(self, deadline: float | None) -> bool:
-        """The place next in line, then the turn, then the place given up (this process's lock held); tried
-        until ``deadline`` (None: once each). False: neither is held."""
+    def _turn_taken(self, deadline: float | None) -> bool:
         if fcntl is None:
             return True
         if self._files is None or self._opened_by != os.getpid():
-            self._files = (self._open(self._paths[0]), self._open(self._paths[1]))
+            opened = os.open(self._paths[0], os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                self._files = (opened, os.open(self._paths[1], os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            except BaseException:
+                os.close(opened)
+                raise
             self._opened_by = os.getpid()
         next_in_line, turn = self._files
         if not _locked(next_in_line, deadline):
@@ -631,10 +629,6 @@ class _Writers:
             return _locked(turn, deadline)
         finally:
             fcntl.flock(next_in_line, fcntl.LOCK_UN)
-
-    @staticmethod
-    def _open(path: Path) -> int:
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
     def release(self) -> None:
         if self._files is not None:
