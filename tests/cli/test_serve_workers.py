@@ -147,7 +147,7 @@ def test_connections_made_at_once_are_spread_over_the_workers(server: Server) ->
     connections). On one shared listening socket the worker that woke first accepted every waiting one; with
     a socket made by the worker once it had loaded, connections made before went to the other."""
     port = int(server.url.rsplit(":", 1)[1])
-    connections = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(16)]
+    connections = [socket.create_connection(("127.0.0.1", port), timeout=60) for _ in range(16)]
     try:
         for connection in connections:
             connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
