@@ -166,6 +166,20 @@ def test_connections_made_at_once_are_spread_over_the_workers(server: Server) ->
             connection.close()
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_second_server_on_the_port_of_a_balanced_one_is_refused(server: Server, tmp_path: Path, workers: str
+                                                                   ) -> None:
+    """The workers' sockets share their port (SO_REUSEPORT): another server on it, even one that would share
+    it too, is refused as on any taken port, instead of taking some of the connections for a store of its own."""
+    port, other = server.url.rsplit(":", 1)[1], str(tmp_path / "other")
+    subprocess.run([*ARMARIUS, "--data-dir", other, "init"], capture_output=True, timeout=120, check=True,
+                   env=environment())
+    second = subprocess.run([*ARMARIUS, "--data-dir", other, "serve", "--port", port, "--workers", workers],
+                            capture_output=True, text=True, timeout=120, check=False, env=environment())
+    assert second.returncode == 10, second.stderr
+    assert f"Port {port} on 127.0.0.1 is taken" in second.stderr
+
+
 @pytest.mark.parametrize("settings", ENGINES, indirect=True)
 def test_a_killed_worker_is_replaced_and_a_stopped_one_stops_the_server(server: Server) -> None:
     first, second = server.workers()

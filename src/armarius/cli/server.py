@@ -104,13 +104,20 @@ BALANCED = sys.platform == "linux" and hasattr(socket, "SO_REUSEPORT")
 def listen(host: str, port: int, *, balanced: bool = False) -> list[socket.socket]:
     """The server's listening sockets, bound now: a taken port is reported before anything is
     printed or set up, and no other program can take it between the check and the serving. ``balanced``:
-    bound for the workers' own sockets to join (:func:`worker_sockets`), and not listening themselves."""
+    bound for the workers' own sockets to join (:func:`worker_sockets`), and not listening themselves (until
+    the first worker's socket listens, another program could still take the port with SO_REUSEADDR; that
+    worker's socket is then refused, and the server stops saying so)."""
     try:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror:
         raise InvalidInput(f"{host!r} is not an address of this machine nor a name that resolves; give --host "
                            "an address such as 127.0.0.1.", field="host") from None
     try:
+        if balanced:
+            # First as any server binds: a port another program (another Armarius included, balanced or not)
+            # has bound is refused here, instead of being shared with it through SO_REUSEPORT.
+            for listener in _bind(addresses):
+                listener.close()
         return _bind(addresses, balanced=balanced)
     except OSError as error:
         if error.errno == errno.EADDRINUSE:
@@ -143,14 +150,13 @@ def _bind(addresses: list[Any], *, balanced: bool = False) -> list[socket.socket
 def _socket(family: int, kind: int, protocol: int, address: Any, *, reuse_port: bool = False,
             listening: bool = True) -> socket.socket:
     """A socket bound to ``address``, listening if ``listening``. ``reuse_port``: in the group of sockets of its
-    user on the port (SO_REUSEPORT), instead of taking the port after another's TIME_WAIT (SO_REUSEADDR, which
-    would also let another program bind the port while this socket does not listen)."""
+    user on the port (SO_REUSEPORT)."""
     listener = socket.socket(family, kind, protocol)
     try:
+        if os.name == "posix":  # as uvicorn does: a restart need not wait out TIME_WAIT
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if reuse_port:
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        elif os.name == "posix":  # as uvicorn does: a restart need not wait out TIME_WAIT
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if family == socket.AF_INET6:
             listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         listener.bind(address)
