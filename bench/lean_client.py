@@ -14,6 +14,7 @@ event stream, a JSON-RPC error) raises, and counts as an error of the run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 from dataclasses import dataclass
@@ -58,13 +59,18 @@ class LeanClient:
 
     async def __aenter__(self) -> LeanClient:
         self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
-        await self.request("server/discover", {})
+        try:
+            await self.request("server/discover", {})
+        except BaseException:
+            await self.__aexit__()
+            raise
         return self
 
     async def __aexit__(self, *_exc: object) -> None:
         if self._writer is not None:
             self._writer.close()
-            await self._writer.wait_closed()
+            with contextlib.suppress(OSError):  # a connection the server reset: closed all the same
+                await self._writer.wait_closed()
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         result = await self.request("tools/call", {"name": name, "arguments": arguments}, name=name)

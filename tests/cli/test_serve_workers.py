@@ -41,14 +41,15 @@ class Server:
     output is collected as it comes. ``ulimit``: options
     of the shell's ``ulimit`` to start it with (``-S -n 256``: a soft limit of 256 open files)."""
 
-    def __init__(self, settings: Settings, *, workers: int | None = 2, ulimit: str | None = None) -> None:
-        self.url = f"http://127.0.0.1:{free_port()}"
+    def __init__(self, settings: Settings, *, workers: int | None = 2, ulimit: str | None = None,
+                 port: int | None = None, env: dict[str, str] | None = None) -> None:
+        self.url = f"http://127.0.0.1:{port or free_port()}"
         command = [*ARMARIUS, "--data-dir", str(settings.data_dir), "serve", "--port", self.url.rsplit(":", 1)[1],
                    *(["--workers", str(workers)] if workers is not None else [])]
         if ulimit is not None:  # the shell execs the server: its process is the one started here
             command = ["sh", "-c", f'ulimit {ulimit} && exec "$@"', "sh", *command]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                        env=environment(settings))
+                                        env=environment(settings) | (env or {}))
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -178,6 +179,33 @@ def test_a_second_server_on_the_port_of_a_balanced_one_is_refused(server: Server
                             capture_output=True, text=True, timeout=120, check=False, env=environment())
     assert second.returncode == 10, second.stderr
     assert f"Port {port} on 127.0.0.1 is taken" in second.stderr
+
+
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+def test_workers_start_on_the_port_a_stopped_server_left_connections_waiting_on(settings: Settings) -> None:
+    """A server of one process closed an idle connection (its keep-alive ended): its side of it waits out
+    TIME_WAIT on the port. Workers started on that port serve (their sockets take the port as any server's
+    do; with SO_REUSEPORT alone the bind was refused, port_in_use)."""
+    port = free_port()
+
+    def time_wait_on_the_port() -> bool:
+        return any(line.split()[1].endswith(f":{port:04X}") and line.split()[3] == "06"
+                   for line in Path("/proc/net/tcp").read_text().splitlines()[1:])
+
+    with started(settings, workers=1, port=port, env={"ARMARIUS_KEEP_ALIVE_SECONDS": "1"}) as first:
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as kept:
+            kept.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            answer = b""
+            while piece := kept.recv(65536):  # the answer, then the end the server makes after 1 s
+                answer += piece
+            assert answer.startswith(b"HTTP/1.1 200")
+        wait_for(time_wait_on_the_port)
+        first.process.send_signal(signal.SIGTERM)
+        first.wait()
+    assert time_wait_on_the_port()
+    with started(settings, workers=2, port=port) as second:
+        wait_for(lambda: len(second.workers()) == 2)
+        assert _healthy(second.url)
 
 
 @pytest.mark.parametrize("settings", ENGINES, indirect=True)

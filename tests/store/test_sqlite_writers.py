@@ -295,19 +295,24 @@ def test_a_process_that_gives_the_turn_up_cannot_take_it_back_before_a_process_w
     SQLite: p99 of 247-271 ms, 148-182 with the place next in line)."""
     path = tmp_path / "store.sqlite3"
     database = new_table(path)
-    with database.transaction(write=True) as tx:
-        tx.execute("INSERT INTO t VALUES (1)")
-        other = subprocess.Popen([sys.executable, "-c", WAITS_IN_LINE, str(path)], stdout=subprocess.PIPE, text=True)
-        assert other.stdout is not None
-        assert other.stdout.readline() == "next in line\n"
+    other = None
     try:
+        with database.transaction(write=True) as tx:
+            tx.execute("INSERT INTO t VALUES (1)")
+            other = subprocess.Popen([sys.executable, "-c", WAITS_IN_LINE, str(path)], stdout=subprocess.PIPE,
+                                     text=True)
+            assert other.stdout is not None
+            assert other.stdout.readline() == "next in line\n"
         with database.transaction(write=True) as tx:
             tx.execute("INSERT INTO t VALUES (3)")
         assert other.wait(timeout=30) == 0
     finally:
-        if other.poll() is None:
-            other.kill()
-        other.stdout.close()
+        if other is not None:
+            if other.poll() is None:
+                other.kill()
+                other.wait()
+            if other.stdout is not None:
+                other.stdout.close()
     with database.transaction() as tx:
         assert [int(row["x"]) for row in tx.all("SELECT x FROM t ORDER BY rowid")] == [1, 2, 3]
     database.close()

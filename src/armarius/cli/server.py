@@ -236,8 +236,8 @@ DEFAULT_WORKERS_MAX = 4
 
 def default_workers(settings: Settings) -> int:
     """`serve`'s worker processes where ``--workers`` does not say. On SQLite one: the workers' writes take turns
-    on the one file, and one worker did as well as two on two cores (deployment.md). On PostgreSQL one per CPU
-    this process may run on, at most :data:`DEFAULT_WORKERS_MAX`."""
+    on the one file, and with two the writes' tail was long (deployment.md). On PostgreSQL one per CPU this
+    process may run on, at most :data:`DEFAULT_WORKERS_MAX`."""
     if settings.database_url is None or not hasattr(os, "fork"):
         return 1
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -343,13 +343,15 @@ class _Supervisor:
             self.status = 1
             self._stop(signal.SIGTERM, None)
             return
-        # Signals wait until the new pid is recorded, so that a stop reaches every worker.
+        # Signals wait until the new pid is recorded, so that a stop reaches every worker; a stop that came before
+        # (while the sockets were made) starts none.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
         try:
-            pid = os.fork()
-            if pid == 0:
-                self._worker(sockets)
-            self.workers.add(pid)
+            if not self.stopping:
+                pid = os.fork()
+                if pid == 0:
+                    self._worker(sockets)
+                self.workers.add(pid)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
             if sockets is not self.sockets:
