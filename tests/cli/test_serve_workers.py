@@ -393,3 +393,25 @@ def test_a_loopback_server_refuses_other_hosts_on_every_route_in_every_worker(se
                 answer = httpx.get(f"{server.url}{path}", headers={"Host": "evil.example"}, timeout=10)
                 assert answer.status_code == 421, (path, answer.text[:300])
         assert httpx.get(f"{server.url}/healthz", headers={"Host": "localhost"}, timeout=10).status_code == 200
+
+
+def test_a_stop_while_a_workers_sockets_are_made_starts_no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM while the supervisor makes a worker's sockets (before signals wait): the other workers are told
+    to stop, and this one must not be forked after them (it would never be told, and the server would wait
+    on it)."""
+    from armarius.cli import server
+
+    supervisor = server._Supervisor(cli=None, sockets=[])  # type: ignore[arg-type]
+
+    def stopped_meanwhile(bound: list[socket.socket]) -> list[socket.socket]:
+        supervisor._stop(signal.SIGTERM, None)
+        return []
+
+    monkeypatch.setattr(server, "BALANCED", True)
+    monkeypatch.setattr(server, "worker_sockets", stopped_meanwhile)
+    try:
+        supervisor._start_worker()
+        assert supervisor.workers == set()
+    finally:
+        for pid in supervisor.workers:  # the old code's child: it finds no CLI and exits
+            os.waitpid(pid, 0)
