@@ -1225,6 +1225,8 @@ class Load:
     workers: int
     seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
+    #: The same latencies by tool.
+    by_tool: dict[str, list[float]] = field(default_factory=dict)
     errors: Counter[str] = field(default_factory=Counter)
     server_cpu: float = 0.0
     client_cpu: float = 0.0
@@ -1241,7 +1243,10 @@ class Load:
                 **{f"p{round(f * 100)}_ms": percentile(self.latencies, f) * 1000 for f in (0.5, 0.95, 0.99)},
                 "server_cpu_ms_per_op": self.server_cpu / ops * 1000,
                 "client_cpu_ms_per_op": self.client_cpu / ops * 1000,
-                "database_cpu_ms_per_op": self.database_cpu / ops * 1000}
+                "database_cpu_ms_per_op": self.database_cpu / ops * 1000,
+                "by_tool": {tool: {"ops": len(seconds), "p50_ms": percentile(seconds, 0.5) * 1000,
+                                   "p99_ms": percentile(seconds, 0.99) * 1000}
+                            for tool, seconds in sorted(self.by_tool.items())}}
 
     def summary(self) -> str:
         ms = [percentile(self.latencies, fraction) * 1000 for fraction in (0.5, 0.95, 0.99)]
@@ -1253,7 +1258,10 @@ class Load:
                 + f", CPU per op: server {self.server_cpu / max(1, len(self.latencies)) * 1000:.2f} ms, clients "
                 f"{self.client_cpu / max(1, len(self.latencies)) * 1000:.2f} ms"
                 + (f", PostgreSQL {self.database_cpu / max(1, len(self.latencies)) * 1000:.2f} ms"
-                   if self.database_cpu else ""))
+                   if self.database_cpu else "")
+                + ("; p50/p99 by tool: " + ", ".join(
+                    f"{tool} {percentile(seconds, 0.5) * 1000:.0f}/{percentile(seconds, 0.99) * 1000:.0f} ms"
+                    for tool, seconds in sorted(self.by_tool.items())) if len(self.by_tool) > 1 else ""))
 
 
 @dataclass(frozen=True)
@@ -1328,6 +1336,7 @@ async def http_agent(url: str, token: str, workload: Workload, rng: random.Rando
                 return
             if problem is None:
                 run.latencies.append(ended - started)
+                run.by_tool.setdefault(tool, []).append(ended - started)
             else:
                 run.errors[problem] += 1
 
@@ -1410,6 +1419,8 @@ def merged(loads: list[Load]) -> Load:
     for run in loads:
         total.seconds += run.seconds
         total.latencies += run.latencies
+        for tool, seconds in run.by_tool.items():
+            total.by_tool.setdefault(tool, []).extend(seconds)
         total.errors += run.errors
         total.server_cpu += run.server_cpu
         total.database_cpu += run.database_cpu
