@@ -116,8 +116,7 @@ def listen(host: str, port: int, *, balanced: bool = False) -> list[socket.socke
         if balanced:
             # First as any server binds: a port another program (another Armarius included, balanced or not)
             # has bound is refused here, instead of being shared with it through SO_REUSEPORT.
-            for listener in _bind(addresses):
-                listener.close()
+            _check_free(addresses)
         return _bind(addresses, balanced=balanced)
     except OSError as error:
         if error.errno == errno.EADDRINUSE:
@@ -145,6 +144,12 @@ def _bind(addresses: list[Any], *, balanced: bool = False) -> list[socket.socket
             listener.close()
         raise
     return sockets
+
+
+def _check_free(addresses: list[Any]) -> None:
+    """Bind the addresses as a server of one process does, and let them go: OSError where one is taken."""
+    for listener in _bind(addresses):
+        listener.close()
 
 
 def _socket(family: int, kind: int, protocol: int, address: Any, *, reuse_port: bool = False,
@@ -193,9 +198,7 @@ def free_port_near(host: str, port: int) -> int | None:
     after: list[int] = [*range(port + 1, min(port + PORTS_TRIED, 65535) + 1), *range(8765, 8765 + PORTS_TRIED)]
     for candidate in [number for number in after if number != port][:PORTS_TRIED]:
         try:
-            addresses = socket.getaddrinfo(host, candidate, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-            for listener in _bind(addresses):
-                listener.close()
+            _check_free(socket.getaddrinfo(host, candidate, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE))
         except OSError:  # socket.gaierror included
             continue
         return candidate
@@ -354,7 +357,7 @@ class _Supervisor:
                 self.workers.add(pid)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
-            if sockets is not self.sockets:
+            if BALANCED:
                 for listener in sockets:
                     listener.close()  # the worker's now: this process keeps only the port
 
@@ -367,7 +370,7 @@ class _Supervisor:
         try:
             from armarius.web.app import listens_on_loopback, server_config
 
-            if sockets is not self.sockets:
+            if BALANCED:
                 for shared in self.sockets:
                     shared.close()  # this process's copy of the supervisor's port
             with self.cli.app() as app:
