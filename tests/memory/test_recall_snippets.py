@@ -264,6 +264,17 @@ def test_past_max_hits_the_window_is_still_fts5s(body: str) -> None:
     assert snippet(body, ["zz"]) == fts5_snippet(body, ["zz"])
 
 
+@pytest.mark.parametrize("dots", [0, 2, 12])
+@pytest.mark.parametrize("separator", [". ", ": ", ".\n"])
+def test_a_window_starts_at_its_sentence_behind_stops_that_start_none(dots: int, separator: str) -> None:
+    """The sentence a hit is in is found from the hit backwards, past '.' and ':' that start no sentence
+    (a few at a time, then the rest at once): the window FTS5 chooses."""
+    body = ("one two three four five six seven eight nine ten eleven twelve thirteen" + separator
+            + "Here it starts " + ".".join(["v1"] * (dots + 1)) + " and then zz comes, " + "more words " * 12)
+    assert snippet(body, ["zz"]) == fts5_snippet(body, ["zz"])
+    assert snippet(body, ["zz"]).startswith(ELLIPSIS + "Here it starts")
+
+
 @pytest.mark.parametrize(("body", "terms", "expected"), [
     ("Wir trafen Herrn Müller gestern.", ["muller"], "Wir trafen Herrn **Müller** gestern."),
     ("Wir trafen Herrn Mu\u0301ller gestern.", ["MULLER"], "Wir trafen Herrn **Múller** gestern."),

@@ -33,6 +33,7 @@ import sys
 import unicodedata
 import zlib
 from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # numpy is imported where a snippet of text other than ASCII is searched
@@ -80,10 +81,13 @@ _WORD = re.compile(r"[^\W_]+")
 _ASCII_CHAR = re.compile(r"[\x00-\x7f]")
 #: A word's first character (a search for _WORD would read the whole word).
 _WORD_START = re.compile(r"[^\W_]")
-#: Splits text into [text, word, text, word, …, text].
+#: Splits text into [text, word, text, word, …, text]; _ASCII_PIECES splits ASCII text alike, twice as fast.
 _PIECES = re.compile(r"([^\W_]+)")
+_ASCII_PIECES = re.compile(r"([A-Za-z0-9]+)")
 #: What FTS5 takes for the start of a sentence: '.' or ':', white space, a word (which the match ends before).
 _SENTENCE = re.compile(r"[.:][ \t\n\r]+(?=[^\W_])")
+#: How many '.' or ':' starting no sentence _last_sentence passes before it reads the rest with the regex.
+_SENTENCE_TRIES = 4
 #: ASCII letters and digits to 'w', everything else to ' '.
 _ASCII_MASK = str.maketrans({chr(code): "w" if chr(code).isalnum() else " " for code in range(128)})
 #: ASCII letters and digits lowercased, everything else to ' ' (as _only_words does other text).
@@ -108,7 +112,7 @@ def snippet(body: str, terms: Sequence[str], body_map: bytes | None = None) -> s
     """About :data:`SNIPPET_WORDS` words of ``body`` around its best hits of ``terms``, hits in ``**``.
     ``terms``: the query's words (a term holding other characters than letters and digits stands for the
     words in it). ``body_map``: the body's :func:`word_map` (None: the body is searched from its start)."""
-    wanted = {word for term in terms for word in _WORD.findall(fold(term))}
+    wanted = _wanted(tuple(terms))
     mapped = _read_map(body_map, len(body))
     hits = _hits(body, wanted, mapped)
     if not hits.starts and not body.isascii() and not (mapped is not None and mapped.composed):
@@ -122,7 +126,16 @@ def snippet(body: str, terms: Sequence[str], body_map: bytes | None = None) -> s
         return _cut(body)
     origin = first_word.start()
     anchor, back = _window(body, hits, origin) if hits.starts else (origin, None)
-    return _render(body, anchor, back, origin, wanted)
+    # An ASCII body without a hit holds no query word anywhere (what a word map rules out holds none either):
+    # nothing to mark.
+    return _render(body, anchor, back, origin, wanted if hits.starts or not body.isascii() else frozenset())
+
+
+@functools.lru_cache(maxsize=256)
+def _wanted(terms: tuple[str, ...]) -> frozenset[str]:
+    """The words the query's terms stand for, as the index compares them (one query's terms serve every entry
+    it finds)."""
+    return frozenset(word for term in terms for word in _WORD.findall(fold(term)))
 
 
 def _composed(text: str) -> str:
@@ -171,7 +184,7 @@ def _accented() -> dict[str, str]:
 # Finding hits ----------------------------------------------------------------------------------
 
 
-def _hits(body: str, wanted: set[str], mapped: _Map | None = None) -> _Hits:
+def _hits(body: str, wanted: AbstractSet[str], mapped: _Map | None = None) -> _Hits:
     """The first MAX_HITS hits of the query words in ``body``, whole words only, in body order;
     ``mapped``: the body's word map, which rules out the parts that hold none."""
     if not wanted:
@@ -183,7 +196,7 @@ def _hits(body: str, wanted: set[str], mapped: _Map | None = None) -> _Hits:
     return hits
 
 
-def _hits_in(body: str, wanted: set[str], pieces: Iterable[tuple[int, int, Collection[str]]] | None, *,
+def _hits_in(body: str, wanted: AbstractSet[str], pieces: Iterable[tuple[int, int, Collection[str]]] | None, *,
              accented: bool) -> _Hits:
     """The first MAX_HITS hits in body order. The body is searched a piece at a time (``pieces``, with the
     words each may hold, or see :func:`_pieces`), and the search stops at the end of the piece that brings
@@ -389,7 +402,7 @@ class _Map(NamedTuple):
     chunks: int  # pieces
     composed: bool
 
-    def pieces(self, wanted: set[str]) -> Iterator[tuple[int, int, Collection[str]]]:
+    def pieces(self, wanted: AbstractSet[str]) -> Iterator[tuple[int, int, Collection[str]]]:
         """The parts of the body that may hold one of ``wanted``, in body order, each with the words
         it may hold: a run of such pieces is searched as :func:`_pieces` searches a body, in pieces
         twice as long as the one before."""
@@ -507,11 +520,9 @@ def _sentence_of(body: str, starts: list[int], positions: list[int], number: int
     at = starts[number]
     since = starts[number - 1] + 1 if number else origin
     start = max(since, at - LOOKBACK_CHARS)
-    found = None
-    for found in _SENTENCE.finditer(body, start, at + 1):  # noqa: B007 (the last one is wanted)
-        pass
+    found = _last_sentence(body, start, at + 1)
     if found is not None:
-        offset = found.end()
+        offset = found
     elif start > since:
         return None
     elif number:
@@ -519,6 +530,24 @@ def _sentence_of(body: str, starts: list[int], positions: list[int], number: int
     else:
         offset = origin
     return offset, positions[number] - _words_between(body, offset, at)
+
+
+def _last_sentence(body: str, start: int, end: int) -> int | None:
+    """Where the last sentence that starts in body[start:end] begins (its first word), or None: the last match
+    of _SENTENCE, looked for from the end a '.' or ':' at a time (a few finds in C; the regex would read the
+    whole span). After _SENTENCE_TRIES that start no sentence, the regex reads what is left."""
+    stop = end
+    for _ in range(_SENTENCE_TRIES):
+        mark = max(body.rfind(".", start, stop), body.rfind(":", start, stop))
+        if mark < 0:
+            return None
+        if (match := _SENTENCE.match(body, mark, end)) is not None:
+            return match.end()
+        stop = mark  # a match before this one ends before it ('.' and ':' are no white space, nor a word)
+    found = None
+    for found in _SENTENCE.finditer(body, start, stop):  # noqa: B007 (the last one is wanted)
+        pass
+    return None if found is None else found.end()
 
 
 def _words_between(body: str, start: int, end: int) -> int:
@@ -536,16 +565,17 @@ def _words_between(body: str, start: int, end: int) -> int:
 # Rendering -------------------------------------------------------------------------------------
 
 
-def _render(body: str, anchor: int, back: int | None, origin: int, wanted: set[str]) -> str:
+def _render(body: str, anchor: int, back: int | None, origin: int, wanted: AbstractSet[str]) -> str:
     """SNIPPET_WORDS words from ``back`` words before the word at offset ``anchor``, query words
     marked; a centred window (``back`` not None) that would run past the body's end starts earlier."""
     lookback = 0 if back is None else min(anchor, LOOKBACK_CHARS)
-    before = _PIECES.split(body[anchor - lookback:anchor])  # [text, word, …, word, text]
+    split = _ASCII_PIECES.split if body.isascii() else _PIECES.split  # the same pieces of ASCII text, sooner
+    before = split(body[anchor - lookback:anchor])  # [text, word, …, word, text]
     if lookback < anchor and body[anchor - lookback - 1].isalnum() and len(before) > 1 and not before[0]:
         before[:3] = [before[0] + before[1] + before[2]]  # a word cut by the lookback is only text
     size = FORWARD_CHARS
     while True:  # the anchor's word and SNIPPET_WORDS more, or the body's end
-        after = _PIECES.split(body[anchor:anchor + size])
+        after = split(body[anchor:anchor + size])
         if len(after) // 2 > SNIPPET_WORDS or anchor + size >= len(body):
             break
         size *= 4
@@ -561,15 +591,22 @@ def _render(body: str, anchor: int, back: int | None, origin: int, wanted: set[s
     more = last < words
     if more:
         shown[-1] = ""
-    # A word folds to as many characters as it has (fold drops only combining accents, which no word holds),
-    # so one longer than every query word is none of them: a long word is not folded a character at a time.
-    longest = max(map(len, wanted), default=0)
-    marked = [len(word) <= longest and (word.lower() if word.isascii() else fold(word)) in wanted
-              for word in shown[1::2]]
+    marked = _marked(shown[1::2], wanted) if wanted else ()
     if max(map(len, shown)) > PIECE_MAX_CHARS:
         shown = [_cut(piece) for piece in shown]
-    shown[1::2] = [f"{MARK}{word}{MARK}" if mark else word for word, mark in zip(shown[1::2], marked, strict=True)]
+    for at in itertools.compress(range(1, len(shown), 2), marked):
+        shown[at] = f"{MARK}{shown[at]}{MARK}"
     return ("" if start == origin else ELLIPSIS) + "".join(shown) + (ELLIPSIS if more else "")
+
+
+def _marked(words: list[str], wanted: AbstractSet[str]) -> list[bool]:
+    """Which of ``words`` are query words. A word folds to as many characters as it has (fold drops only
+    combining accents, which no word holds), so one longer than every query word is none of them: a long word
+    is not folded a character at a time."""
+    if all(map(str.isascii, words)):
+        return [word.lower() in wanted for word in words]
+    longest = max(map(len, wanted))
+    return [len(word) <= longest and (word.lower() if word.isascii() else fold(word)) in wanted for word in words]
 
 
 def _cut(text: str) -> str:
