@@ -1,12 +1,12 @@
-"""Recall over a bounded candidate set (issue 17): PostgreSQL ranks at most RANK_CANDIDATES matches.
+"""Recall over a bounded candidate set (issue 17): both engines rank at most RANK_CANDIDATES matches.
 
-A common word matches a third of a workspace, and ranking reads each match's vector, so PostgreSQL's
-search function (migration 0017) ranks only the first RANK_CANDIDATES entries that match and pass the
-filters, in the index's order. The bound is lowered here so that a handful of entries exceed it. What
-must hold on both engines whatever the bound: every result holds all the words, an entry holding all
-of them is found by them (never a fallback to "any word"), filters choose among all matches (not
-among the first few), and snippets are cut from each result's own body as before.
-"""
+A common word matches a third of a workspace, and ranking costs per match (PostgreSQL reads each
+match's vector, FTS5's bm25 its column sizes), so recall ranks only the first RANK_CANDIDATES entries
+that match and pass the filters, in the index's order (PostgreSQL's search function, migration 0017;
+SQLite's query, memory.queries.search). The bound is lowered here so that a handful of entries exceed
+it. What must hold on both engines whatever the bound: every result holds all the words, an entry
+holding all of them is found by them (never a fallback to "any word"), filters choose among all
+matches (not among the first few), and snippets are cut from each result's own body as before."""
 
 from __future__ import annotations
 
@@ -75,14 +75,25 @@ def test_a_word_matching_more_entries_than_the_bound_answers_with_entries_holdin
     assert answer["match"] == "all"
     found = slugs(answer)
     assert len(found) == BOUND - 1
-    # PostgreSQL ranked the first BOUND entries holding the word; SQLite ranks every match.
-    among = BOUND if app.settings.database_url else ENTRIES
-    assert set(found) <= {f"lamp/number-{number}" for number in range(among)}
+    # Both engines rank the first BOUND entries holding the word, in the order they were written.
+    assert set(found) <= {f"lamp/number-{number}" for number in range(BOUND)}
     for result in answer["results"]:
         number = result["slug"].rsplit("-", 1)[1]
         late = " Its case is quartz." if int(number) >= ENTRIES - 2 else ""
         # The snippet is cut from the result's own body, exactly as before the bound.
         assert result["snippet"] == f"Entry {number} mentions the **lantern** once.{late}"
+
+
+def test_past_the_bound_only_the_first_matches_are_ranked(app: Armarius, team: Team, bounded: None) -> None:
+    """Entries written later that mention the word more (and would rank first) are not among the candidates:
+    the first BOUND entries holding it are, on both engines."""
+    for number in range(ENTRIES):
+        mentions = 1 if number < BOUND else 6
+        remember(app, team, f"lamp/number-{number}", f"Lamp number {number}",
+                 f"Entry {number}: " + "the lantern glows. " * mentions)
+    answer = app.memory.recall(team.agent, "lantern", limit=BOUND)  # (the bound is never below the limit)
+    assert answer["match"] == "all"
+    assert sorted(slugs(answer)) == [f"lamp/number-{number}" for number in range(BOUND)]
 
 
 def test_entries_holding_every_word_are_found_beyond_the_bound(app: Armarius, team: Team, bounded: None) -> None:

@@ -127,8 +127,8 @@ class OldStore:
 class OldWriter:
     """Raw SQL as the previous release's code wrote it: rows and the signed audit events with them."""
 
-    def __init__(self, database: Database, key: AuditKey) -> None:
-        self.database, self.key = database, key
+    def __init__(self, database: Database, key: AuditKey, version: int) -> None:
+        self.database, self.key, self.version = database, key, version
         self.events: list[tuple[int, int, str]] = []
         self.clock = THEN
 
@@ -275,11 +275,14 @@ class OldWriter:
                                "operation_id, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                (alpha, slug, content.title, content.text, content.fingerprint, approval, operation,
                                 AGENT, at))
-                    # The operation, for replays: without the principal that made it (migration 22 adds it).
-                    tx.execute("INSERT INTO operations (workspace_id, operation_id, kind, fingerprint, result, "
-                               "created_at) VALUES (?, ?, 'create_draft', ?, ?, ?)",
+                    # The operation, for replays; before migration 22, without the principal that made it (the
+                    # migration finds it from the draft).
+                    maker = {"principal_id": bot} if self.version >= DRAFT_AUTHORITY else {}
+                    tx.execute(f"INSERT INTO operations (workspace_id, operation_id, kind, fingerprint, result, "
+                               f"created_at{''.join(', ' + column for column in maker)}) "
+                               f"VALUES (?, ?, 'create_draft', ?, ?, ?{', ?' * len(maker)})",
                                (alpha, operation, content.fingerprint,
-                                json.dumps({"slug": slug, "draft": True}, sort_keys=True), at))
+                                json.dumps({"slug": slug, "draft": True}, sort_keys=True), at, *maker.values()))
                     self.event(tx, AGENT, "draft.created", slug, {"operation": operation,
                                                                   "fingerprint": content.fingerprint})
                 ids.append(proposal)
@@ -307,7 +310,7 @@ def make_previous_release_store(settings: Settings, previous: int | None = None)
         database = PostgresDatabase(settings.database_url)  # the server's role, as the old server wrote
     write_settings_file(settings)
     assert create_key_file(settings.audit_key_path)
-    writer = OldWriter(database, require_keyring(None, settings.audit_key_path).active)
+    writer = OldWriter(database, require_keyring(None, settings.audit_key_path).active, previous)
     try:
         alpha, token = writer.identities()
         deploy = writer.entry(alpha, "ops/deploy", "Deploying", [DEPLOY_1, DEPLOY_2], ["ops", "release"])
@@ -453,9 +456,10 @@ def test_new_writes_continue_the_old_data_and_chains(upgraded: tuple[Settings, O
         with pytest.raises(Unauthenticated):
             web.resolve(started.secret)
 
-        # What the newest migration changed, used by the old rows: the old operation learned its maker from its
-        # draft, so the agent's retry replays it and anyone else is refused; the rebuilt approvals (SQLite) take
-        # the outcome revoked: an approval of the old human's stops working once she may no longer approve.
+        # What migration 22 changed, used by the old rows: the old operation has its maker (a store from before
+        # 22 learns it from the draft: test below), so the agent's retry replays it and anyone else is refused;
+        # the rebuilt approvals (SQLite) take the outcome revoked: an approval of the old human's stops working
+        # once she may no longer approve. (Migration 23's index serves the recalls of the old entries above.)
         old_draft = {"slug": DRAFTED, "title": "Notes 0", "text": "Old draft 0.\n"}
         assert application.drafts.create_draft(agent, dict(old_draft), "", "op_old_draft_0") == {
             "slug": DRAFTED, "draft": True, "replayed": True}
@@ -535,6 +539,8 @@ def test_where_unaccent_cannot_be_created_recall_keeps_the_accents(old_settings:
 
 #: The migration after which PostgreSQL's search vectors fold accents (0021_accent_folding).
 ACCENT_FOLDING = 21
+#: The migration that gave an operation the principal that made it (0022_draft_authority).
+DRAFT_AUTHORITY = 22
 
 
 def test_a_store_from_before_accent_folding_has_its_search_vectors_made_again(old_settings: Settings) -> None:
@@ -553,5 +559,29 @@ def test_a_store_from_before_accent_folding_has_its_search_vectors_made_again(ol
         for query in ("München", "munchen"):
             assert [unit["unit"] for unit in application.memory.recall(agent, query, mode="lexical")["evidence"]] == [
                 UNIT]
+    finally:
+        application.close()
+
+
+def test_a_store_from_before_draft_authority_learns_each_operations_maker_from_its_draft(
+        old_settings: Settings) -> None:
+    """An operation written before 0022 names no principal; the migration takes the one its draft was created by,
+    so that principal's retry replays it and anyone else's is refused."""
+    old = make_previous_release_store(old_settings, previous=DRAFT_AUTHORITY - 1)
+    result = armarius(old_settings, "--json", "init")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["applied"] == list(range(DRAFT_AUTHORITY, latest_version(dialect_of(old_settings))
+                                                              + 1))
+    application = open_app(old_settings)
+    try:
+        agent = application.directory.authenticate_token(old.agent_token)
+        human = application.directory.authenticate_password("ada", PASSWORD, workspace="alpha")
+        old_draft = {"slug": DRAFTED, "title": "Notes 0", "text": "Old draft 0.\n"}
+        assert application.drafts.create_draft(agent, dict(old_draft), "", "op_old_draft_0")["replayed"] is True
+        with pytest.raises(OperationConflict):
+            application.drafts.create_draft(human, dict(old_draft), "", "op_old_draft_0")
+        with application.database.transaction(workspace_id=old.workspace_id) as tx:
+            assert [dict(row) for row in tx.all("SELECT operation_id, principal_id FROM operations")] == [
+                {"operation_id": "op_old_draft_0", "principal_id": agent.principal_id}]
     finally:
         application.close()

@@ -1,0 +1,2 @@
+-- SQLite only (an index for its bounded recall candidates; PostgreSQL's search function has bounded
+-- them since 0017). The version is kept so that both engines count the same migrations.
