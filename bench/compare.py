@@ -21,9 +21,9 @@ and not timed.
    path prefix, on the django sdist committed by bench/source_search.py; the (path, line) hits must
    agree with git grep's.
 5. recall by words (the service layer, mode "lexical") at 100k entries on SQLite and PostgreSQL
-   against the bare full-text query, the floor: the same ranking (FTS5 bm25 with recall's column
-   weights; ts_rank over the stored tsvector, after VACUUM ANALYZE), ids only, all words then any
-   word as recall does. The top-10 sets must be equal. The default recall (hybrid: words and
+   against the bare full-text query, the floor: the same ranking of the same first 1,000 matches
+   (FTS5 bm25 with recall's column weights; ts_rank over the stored tsvector, after VACUUM ANALYZE),
+   ids only, all words then any word as recall does. The top-10 sets must be equal. The default recall (hybrid: words and
    meaning), whose answers are not the floor's by design, is timed next to them.
 6. 32 concurrent MCP clients over streamable HTTP against `armarius serve`, a mixed workload
    (SQLite 50 % remember / 50 % recall; PostgreSQL 20 / 40 / 40 remember / recall / read), with 1
@@ -1089,10 +1089,10 @@ class FloorSearch:
     """The bare full-text query recall runs, on the driver: the same ranking, entry ids only, all words
     and then any word. No titles, bodies or snippets: the floor."""
 
-    SQLITE = ("SELECT rowid FROM entries_fts WHERE entries_fts MATCH ? "
-              "ORDER BY bm25(entries_fts, 2.0, 4.0, 1.0) LIMIT ?")
-    #: PostgreSQL ranks the first RANK_CANDIDATES matches in the index's order, as recall does (all of them
+    #: Both engines rank the first RANK_CANDIDATES matches in the index's order, as recall does (all of them
     #: for a word found in fewer entries), so that a common word's answers can be compared at all.
+    SQLITE = ("SELECT rowid FROM (SELECT rowid, bm25(entries_fts, 2.0, 4.0, 1.0) AS score FROM entries_fts "
+              "WHERE entries_fts MATCH ? LIMIT ?) ORDER BY score, rowid LIMIT ?")
     POSTGRES = ("SELECT entry_id FROM (SELECT entry_id, tsv FROM entry_search WHERE tsv @@ to_tsquery('simple', %s) "
                 "LIMIT %s) candidate ORDER BY ts_rank(tsv, to_tsquery('simple', %s)) DESC, entry_id LIMIT %s")
 
@@ -1116,7 +1116,7 @@ class FloorSearch:
         statement = self.SQLITE if self.dialect == "sqlite" else self.POSTGRES
         for groups in ([terms], [[term] for term in terms]):
             expression = self._queries.match_expression(self.dialect, groups)
-            params = ((expression, RECALL_LIMIT) if self.dialect == "sqlite"
+            params = ((expression, self._queries.RANK_CANDIDATES, RECALL_LIMIT) if self.dialect == "sqlite"
                       else (expression, self._queries.RANK_CANDIDATES, expression, RECALL_LIMIT))
             rows = self._connection.execute(statement, params).fetchall()
             if rows or len(terms) < 2:

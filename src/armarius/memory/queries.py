@@ -307,10 +307,12 @@ def search_later(tx: Tx, expression: str, *, limit: int, curated_only: bool, tag
         candidates = (f"SELECT e.id, {_BM25} AS score FROM entries_fts CROSS JOIN entries e INDEXED BY "
                       f"entries_workspace_id ON e.workspace_id = ? AND e.id = entries_fts.rowid "
                       f"WHERE entries_fts MATCH ?{filters} LIMIT ?")
+        # Ranked, then cut to the page, then joined: the planner would join every candidate's row (with its body)
+        # before the sort (3.0 ms instead of 1.1 for a common word among 10,000 entries).
+        ranked = f"SELECT id, score FROM ({candidates}) ORDER BY score, id LIMIT ?"
         return tx.read_later(
-            (f"SELECT hit.id FROM ({candidates}) hit " if ids_only
-             else f"SELECT {columns} FROM ({candidates}) hit JOIN entries e ON e.id = hit.id {word_maps}")
-            + "ORDER BY hit.score, hit.id LIMIT ?",
+            ranked if ids_only else (f"SELECT {columns} FROM ({ranked}) hit JOIN entries e ON e.id = hit.id "
+                                     f"{word_maps}ORDER BY hit.score, hit.id"),
             (workspace, expression, *params, max(limit, RANK_CANDIDATES), limit),
         )
     return tx.read_later(
