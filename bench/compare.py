@@ -23,8 +23,8 @@ and not timed.
 5. recall by words (the service layer, mode "lexical") at 100k entries on SQLite and PostgreSQL
    against the bare full-text query, the floor: the same ranking of the same first 1,000 matches
    (FTS5 bm25 with recall's column weights; ts_rank over the stored tsvector, after VACUUM ANALYZE),
-   ids only, all words then any word as recall does. The top-10 sets must be equal. The default recall (hybrid: words and
-   meaning), whose answers are not the floor's by design, is timed next to them.
+   ids only, all words then any word as recall does. The top-10 sets must be equal. The default recall
+   (hybrid: words and meaning), whose answers are not the floor's by design, is timed next to them.
 6. 32 concurrent MCP clients over streamable HTTP against `armarius serve`, a mixed workload
    (SQLite 50 % remember / 50 % recall; PostgreSQL 20 / 40 / 40 remember / recall / read), with 1
    worker and with N workers: ops/s, p50/p95/p99,

@@ -3,9 +3,9 @@
 A common word matches a third of a workspace, and ranking costs per match (PostgreSQL reads each
 match's vector, FTS5's bm25 its column sizes), so recall ranks only the first RANK_CANDIDATES entries
 that match and pass the filters, in the index's order (PostgreSQL's search function, migration 0017;
-SQLite's query, memory.queries.search). The bound is lowered here so that a handful of entries exceed
-it. What must hold on both engines whatever the bound: every result holds all the words, an entry
-holding all of them is found by them (never a fallback to "any word"), filters choose among all
+SQLite's query, memory.queries.search_later). The bound is lowered here so that a handful of entries
+exceed it. What must hold on both engines whatever the bound: every result holds all the words, an
+entry holding all of them is found by them (never a fallback to "any word"), filters choose among all
 matches (not among the first few), and snippets are cut from each result's own body as before."""
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ _ENTRY_COLUMNS = (
 _BM25_WEIGHTS = "bm25(2.0, 4.0, 1.0)"
 _BM25 = "bm25(entries_fts, 2.0, 4.0, 1.0)"
 #: Recall ranks at most this many of the entries that match, the first ones in the index's order (see
-#: search): ranking costs per match, and a common word matches a third of a workspace.
+#: search_later): ranking costs per match, and a common word matches a third of a workspace.
 RANK_CANDIDATES = 1000
 #: ASCII letters and digits lowercased, everything else a space: split() then gives the words of ASCII text.
 _ASCII_WORDS = str.maketrans({chr(code): chr(code).lower() if chr(code).isalnum() else " " for code in range(128)})
@@ -269,12 +269,6 @@ def match_expression(dialect: str, groups: Sequence[Sequence[str]]) -> str:
     if dialect == "sqlite":
         return " OR ".join("(" + " AND ".join(f'"{word}"' for word in group) + ")" for group in groups)
     return " | ".join("(" + " & ".join(f"'{word}'" for word in group) + ")" for group in groups)
-
-
-def search(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Sequence[str],
-           ids_only: bool = False) -> list[Row]:
-    """:func:`search_later`'s rows, read now."""
-    return search_later(tx, expression, limit=limit, curated_only=curated_only, tags=tags, ids_only=ids_only).all()
 
 
 def search_later(tx: Tx, expression: str, *, limit: int, curated_only: bool, tags: Sequence[str],
