@@ -543,14 +543,20 @@ ACCENT_FOLDING = 21
 DRAFT_AUTHORITY = 22
 
 
+def upgraded_from_before(settings: Settings, migration: int) -> OldStore:
+    """A store of the release before ``migration``, upgraded by `armarius init` (which applies it and every later
+    one)."""
+    old = make_previous_release_store(settings, previous=migration - 1)
+    result = armarius(settings, "--json", "init")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["applied"] == list(range(migration, latest_version(dialect_of(settings)) + 1))
+    return old
+
+
 def test_a_store_from_before_accent_folding_has_its_search_vectors_made_again(old_settings: Settings) -> None:
     """PostgreSQL made the vectors of entries and units without folding accents before 0021; the migration makes
     them again (SQLite's index always folded them)."""
-    old = make_previous_release_store(old_settings, previous=ACCENT_FOLDING - 1)
-    result = armarius(old_settings, "--json", "init")
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["applied"] == list(range(ACCENT_FOLDING, latest_version(dialect_of(old_settings))
-                                                              + 1))
+    old = upgraded_from_before(old_settings, ACCENT_FOLDING)
     application = open_app(old_settings)
     try:
         agent = application.directory.authenticate_token(old.agent_token)
@@ -567,11 +573,7 @@ def test_a_store_from_before_draft_authority_learns_each_operations_maker_from_i
         old_settings: Settings) -> None:
     """An operation written before 0022 names no principal; the migration takes the one its draft was created by,
     so that principal's retry replays it and anyone else's is refused."""
-    old = make_previous_release_store(old_settings, previous=DRAFT_AUTHORITY - 1)
-    result = armarius(old_settings, "--json", "init")
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["applied"] == list(range(DRAFT_AUTHORITY, latest_version(dialect_of(old_settings))
-                                                              + 1))
+    old = upgraded_from_before(old_settings, DRAFT_AUTHORITY)
     application = open_app(old_settings)
     try:
         agent = application.directory.authenticate_token(old.agent_token)
