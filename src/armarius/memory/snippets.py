@@ -126,9 +126,10 @@ def snippet(body: str, terms: Sequence[str], body_map: bytes | None = None) -> s
         return _cut(body)
     origin = first_word.start()
     anchor, back = _window(body, hits, origin) if hits.starts else (origin, None)
-    # An ASCII body without a hit holds no query word anywhere (what a word map rules out holds none either):
-    # nothing to mark.
-    return _render(body, anchor, back, origin, wanted if hits.starts or not body.isascii() else frozenset())
+    # An ASCII body searched whole without a hit holds no query word: nothing to mark. (Where a word map ruled
+    # pieces out, the words shown are still compared, whatever the map.)
+    searched_whole = mapped is None and body.isascii()
+    return _render(body, anchor, back, origin, frozenset() if searched_whole and not hits.starts else wanted)
 
 
 @functools.lru_cache(maxsize=256)
