@@ -132,13 +132,17 @@ def search(tx: Tx, expression: str, *, limit: int) -> Later:
     """The active revisions matching, best first: unit id, name, title, revision and body; read with the next
     statement sent or the commit.
 
-    SQLite: FTS5 ranks inside the index, and the search rows are joined only for the rows returned.
+    SQLite: FTS5 ranks inside the index, and the search rows are joined only for the rows returned; a
+    workspace without active units (most have none) is not searched: FTS5 sets up its ranking for every
+    search, which costs six times a look for any active unit (about 20 against 3 microseconds).
     PostgreSQL: the workspace's active units (row-level security and the workspace index pick them) are
     matched and ranked by ts_rank; the GIN index a table under row-level security cannot use (the match
     operator is not leakproof) is left out: active units are few next to entries.
     """
     workspace = tx.require_workspace()
     if tx.dialect == "sqlite":
+        if tx.one("SELECT 1 FROM evidence_search WHERE workspace_id = ? LIMIT 1", (workspace,)) is None:
+            return Later.of(tx, [])
         return tx.read_later(
             "SELECT s.unit_id AS id, s.name, s.title, s.revision, s.body FROM evidence_fts "
             "CROSS JOIN evidence_search s "

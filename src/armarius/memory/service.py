@@ -802,11 +802,12 @@ class _Search:
 
     def units_by_words(self, tx: Tx) -> Callable[[], tuple[str, list[Row], float]]:
         """The evidence units' searches by all the words and by any of them (a small search, sent along in case
-        the first finds none); their ranking, once read: the units holding all the words, else any."""
+        the first finds none, unless the first has found some already: SQLite); their ranking, once read: the
+        units holding all the words, else any."""
         if self.evidence is None:
             return lambda: _lexical("none", [])
         by_all_words = self.evidence.search_later(self.actor, [self.terms], limit=self.limit, within=tx)
-        by_any_word = (None if self.any_word is None
+        by_any_word = (None if self.any_word is None or (by_all_words.ready and by_all_words.all())
                        else self.evidence.search_later(self.actor, self.any_word, limit=self.limit, within=tx))
 
         def ranking() -> tuple[str, list[Row], float]:
