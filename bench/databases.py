@@ -74,8 +74,10 @@ def percentile(samples: Sequence[float], fraction: float) -> float:
 
 
 def environment(app_settings: Settings | None = None) -> dict[str, str]:
-    """ARMARIUS_* variables for a subprocess (armarius mcp) on the same database."""
+    """ARMARIUS_* variables for a subprocess (armarius mcp) on the same database, and PYTHONPATH where it is set:
+    the server runs the code the benchmark imports (a second checkout's, to compare two versions)."""
+    env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
     if app_settings is None or app_settings.database_url is None:
-        return {}
-    return {"ARMARIUS_DATABASE_URL": app_settings.database_url,
+        return env
+    return {**env, "ARMARIUS_DATABASE_URL": app_settings.database_url,
             "ARMARIUS_DATABASE_MIGRATE_URL": app_settings.database_migrate_url or ""}
