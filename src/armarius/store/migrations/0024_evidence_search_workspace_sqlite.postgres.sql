@@ -1,0 +1,2 @@
+-- SQLite only (an index for recall's look for any active evidence unit of a workspace; PostgreSQL has had
+-- evidence_search_workspace since 0013). The version is kept so that both engines count the same migrations.
