@@ -533,9 +533,9 @@ def regex_hits_in(body: str, wanted: set[str], pieces: object, *, accented: bool
     starts: dict[str, list[int]] = {term: [] for term in wanted}
     reach = max(map(len, wanted)) + 1
     if pieces is None:
-        pieces = ((offset, end, wanted) for offset, end in snippets._pieces(len(body)))
+        pieces = ((piece, wanted) for piece in snippets._pieces(len(body)))
     assert isinstance(pieces, Iterable)
-    for offset, end, terms in pieces:
+    for (offset, end), terms in pieces:
         lead = 1 if offset else 0
         chunk = body[offset - lead:end + reach]
         if accented and chunk.isascii():

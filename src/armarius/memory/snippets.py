@@ -197,8 +197,8 @@ def _hits(body: str, wanted: AbstractSet[str], mapped: _Map | None = None) -> _H
     return hits
 
 
-def _hits_in(body: str, wanted: AbstractSet[str], pieces: Iterable[tuple[int, int, Collection[str]]] | None, *,
-             accented: bool) -> _Hits:
+def _hits_in(body: str, wanted: AbstractSet[str], pieces: Iterable[tuple[tuple[int, int], Collection[str]]] | None,
+             *, accented: bool) -> _Hits:
     """The first MAX_HITS hits in body order. The body is searched a piece at a time (``pieces``, with the
     words each may hold, or see :func:`_pieces`), and the search stops at the end of the piece that brings
     MAX_HITS hits (later pieces could only add later ones).
@@ -215,10 +215,10 @@ def _hits_in(body: str, wanted: AbstractSet[str], pieces: Iterable[tuple[int, in
     hits: list[tuple[int, str]] = []  # (offset, query word)
     reach = max(map(len, wanted)) + 1  # a word starting in a piece is seen whole, with the character after it
     if pieces is None:
-        pieces = ((offset, end, wanted) for offset, end in _pieces(len(body)))
-    for offset, end, may_hold in pieces:
-        lead = 1 if offset else 0  # the character before the piece, which tells whether a word starts with it
-        chunk, stop = body[offset - lead:end + reach], end - offset + lead  # a hit starts before chunk[stop]
+        pieces = zip(_pieces(len(body)), itertools.repeat(wanted))
+    for (offset, end), may_hold in pieces:
+        base = offset - 1 if offset else 0  # the character before the piece, which tells whether a word starts with it
+        chunk, lead, stop = body[base:end + reach], offset - base, end - base  # a hit starts before chunk[stop]
         terms = may_hold
         if chunk.isascii():
             if accented:
@@ -235,16 +235,16 @@ def _hits_in(body: str, wanted: AbstractSet[str], pieces: Iterable[tuple[int, in
         # space before the word) starts at chunk[at], and must start in the piece, from chunk[lead] to stop.
         spaced, need = f" {words} ", MAX_HITS - len(hits)
         if len(terms) > FIND_WORDS_MAX:
-            found = _word_hits(spaced, terms, lead, stop, need)
+            hits += [(base + at, term) for at, term in _word_hits(spaced, terms, lead, stop, need)]
         else:
-            found = []
+            found: list[tuple[int, str]] = []
             for term in terms:
                 needle, at, kept = f" {term} ", lead, 0
                 while kept < need and (at := spaced.find(needle, at, stop + len(needle) - 1)) >= 0:
-                    found.append((at, term))
+                    found.append((base + at, term))
                     at, kept = at + len(needle) - 1, kept + 1  # the space after the word may be the next one's
-            found = sorted(found)[:need]
-        hits += [(offset - lead + at, term) for at, term in found]
+            found.sort()
+            hits += found[:need]
         if len(hits) >= MAX_HITS:
             break
     return _Hits([start for start, _ in hits], [term for _, term in hits])
@@ -409,7 +409,7 @@ class _Map(NamedTuple):
     chunks: int  # pieces
     composed: bool
 
-    def pieces(self, wanted: AbstractSet[str]) -> Iterator[tuple[int, int, Collection[str]]]:
+    def pieces(self, wanted: AbstractSet[str]) -> Iterator[tuple[tuple[int, int], Collection[str]]]:
         """The parts of the body that may hold one of ``wanted``, in body order, each with the words
         it may hold: a run of such pieces is searched as :func:`_pieces` searches a body, in pieces
         twice as long as the one before."""
@@ -432,7 +432,7 @@ class _Map(NamedTuple):
                 first, last = number + start // self.chunk, number + -(-end // self.chunk)
                 span = (1 << last) - (1 << first)
                 terms = wanted if len(masks) == 1 else [term for term, mask in masks.items() if mask & span]
-                yield number * self.chunk + start, number * self.chunk + end, terms
+                yield (number * self.chunk + start, number * self.chunk + end), terms
             number += run
 
 
@@ -577,12 +577,12 @@ def _render(body: str, anchor: int, back: int | None, origin: int, wanted: Abstr
     marked; a centred window (``back`` not None) that would run past the body's end starts earlier."""
     lookback = 0 if back is None else min(anchor, LOOKBACK_CHARS)
     split = _ASCII_PIECES.split if body.isascii() else _PIECES.split  # the same pieces of ASCII text, sooner
-    before = split(body[anchor - lookback:anchor])  # [text, word, …, word, text]
+    before = split(body[anchor - lookback:anchor]) if lookback else [""]  # [text, word, …, word, text]
     if lookback < anchor and body[anchor - lookback - 1].isalnum() and len(before) > 1 and not before[0]:
         before[:3] = [before[0] + before[1] + before[2]]  # a word cut by the lookback is only text
     size = FORWARD_CHARS
-    while True:  # the anchor's word and SNIPPET_WORDS more, or the body's end
-        after = split(body[anchor:anchor + size])
+    while True:  # the anchor's word and SNIPPET_WORDS more (no further: the rest stays one piece), or the body's end
+        after = split(body[anchor:anchor + size], SNIPPET_WORDS + 1)
         if len(after) // 2 > SNIPPET_WORDS or anchor + size >= len(body):
             break
         size *= 4
@@ -611,7 +611,7 @@ def _marked(words: list[str], wanted: AbstractSet[str]) -> list[bool]:
     combining accents, which no word holds), so one longer than every query word is none of them: a long word
     is not folded a character at a time."""
     if all(map(str.isascii, words)):
-        return [word.lower() in wanted for word in words]
+        return list(map(wanted.__contains__, map(str.lower, words)))
     longest = max(map(len, wanted))
     return [len(word) <= longest and (word.lower() if word.isascii() else fold(word)) in wanted for word in words]
 
