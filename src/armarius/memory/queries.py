@@ -24,9 +24,10 @@ _ENTRY_COLUMNS = (
     "id, slug, title, body, tags, revision, curated_revision, curated_by, curated_at, review_base_revision, "
     "needs_review, created_at, updated_at, updated_by"
 )
-#: bm25 weights for the FTS5 columns slug, title, body (as a rank MATCH names the function, and as a call).
-_BM25_WEIGHTS = "bm25(2.0, 4.0, 1.0)"
-_BM25 = "bm25(entries_fts, 2.0, 4.0, 1.0)"
+#: bm25 weights for the FTS5 columns slug, title, body: as a rank MATCH names the function, and as a call.
+_WEIGHTS = "2.0, 4.0, 1.0"
+_BM25_WEIGHTS = f"bm25({_WEIGHTS})"
+_BM25 = f"bm25(entries_fts, {_WEIGHTS})"
 #: Recall ranks at most this many of the entries that match, the first ones in the index's order (see
 #: search_later): ranking costs per match, and a common word matches a third of a workspace.
 RANK_CANDIDATES = 1000
