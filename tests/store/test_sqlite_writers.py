@@ -197,6 +197,61 @@ def test_writes_without_waiting_hold_nothing_while_another_writer_has_the_turn(
     database.close()
 
 
+def foreign_can_write(path: Path) -> bool:
+    """Whether a program that is not Armarius (it takes no turn) gets SQLite's write lock at once."""
+    foreign = sqlite3.connect(path, isolation_level=None, timeout=0)
+    try:
+        foreign.execute("BEGIN IMMEDIATE")
+        foreign.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        foreign.close()
+
+
+def test_writes_without_waiting_take_sqlites_write_lock_for_the_block(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The block takes SQLite's write lock as it starts (its first write transaction goes on with it) and gives
+    it back at its end, written or not. A later write transaction of the block, after a program that is not
+    Armarius took the lock in between, waits for it as any writer does (refused after the busy timeout,
+    nothing written), and the next block again tries the lock without waiting."""
+    path = tmp_path / "store.sqlite3"
+    database = new_table(path)
+    with database.writes_without_waiting() as held:
+        assert held
+        assert not foreign_can_write(path)
+    assert foreign_can_write(path)  # a block that wrote nothing gives the lock back
+    monkeypatch.setattr(engine, "SQLITE_BUSY_TIMEOUT_MS", 300)
+    foreign = sqlite3.connect(path, isolation_level=None, timeout=0, check_same_thread=False)
+    try:
+        with database.writes_without_waiting() as held:
+            assert held
+            with database.transaction(write=True) as tx:
+                tx.execute("INSERT INTO t VALUES (1)")
+            foreign.execute("BEGIN IMMEDIATE")
+            with pytest.raises(StorageUnavailable), database.transaction(write=True) as tx:
+                tx.execute("INSERT INTO t VALUES (2)")
+            foreign.execute("ROLLBACK")
+            monkeypatch.setattr(engine, "SQLITE_BUSY_TIMEOUT_MS", 60_000)
+            released = threading.Timer(0.1, foreign.execute, ("ROLLBACK",))
+            foreign.execute("BEGIN IMMEDIATE")
+            released.start()
+            with database.transaction(write=True) as tx:  # waits for the foreign program's lock
+                tx.execute("INSERT INTO t VALUES (3)")
+            released.join()
+        foreign.execute("BEGIN IMMEDIATE")
+        monkeypatch.setattr(engine, "SQLITE_BUSY_TIMEOUT_MS", 3_600_000)  # a wait would not end within the test
+        with database.writes_without_waiting() as held:
+            assert not held
+        foreign.execute("ROLLBACK")
+    finally:
+        foreign.close()
+    assert rows(database) == [1, 3]
+    assert another_process_can_take_the_turn(path)
+    database.close()
+
+
 def test_writes_without_waiting_give_the_turn_back_when_taking_it_fails(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A failure while the block is being set up (here: this thread's connection cannot be opened) leaves the
@@ -208,7 +263,7 @@ def test_writes_without_waiting_give_the_turn_back_when_taking_it_fails(tmp_path
         raise OSError("too many open files")
 
     with monkeypatch.context() as patch:
-        patch.setattr(database, "_connection", cannot_connect)
+        patch.setattr(database, "connect", cannot_connect)
         with pytest.raises(OSError, match="too many open files"), database.writes_without_waiting():
             pass
     assert another_process_can_take_the_turn(path)

@@ -52,10 +52,9 @@ Params = Sequence[Any]
 logger = logging.getLogger("armarius.store")
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
-#: SQLite's automatic checkpoint (its default): once the WAL holds this many pages, a commit copies them back.
-_WAL_AUTOCHECKPOINT_PAGES = 1000
 #: Blocks of writes without waiting (SqliteDatabase.writes_without_waiting) between two checkpoints of the
-#: WAL in a thread of their own: a remember writes some 15-30 pages, so about SQLite's own interval.
+#: WAL in a thread of their own: a remember writes some 15-30 pages, so about SQLite's own interval (a commit
+#: checkpoints once the WAL holds 1,000 pages).
 LOOP_WRITES_PER_CHECKPOINT = 64
 
 
@@ -688,7 +687,10 @@ class SqliteDatabase(Database):
         #: Every open connection, by the thread that uses it. A connection is closed with the database,
         #: or once its thread has ended: the server's worker threads come and go (anyio ends one idle for
         #: 10 s), and each kept connection would hold two files and a page cache for good.
-        self._all: dict[threading.Thread, sqlite3.Connection] = {}
+        self._all: dict[tuple[threading.Thread, str], sqlite3.Connection] = {}
+        #: Whether the block of writes without waiting that holds the turn has begun its first write transaction
+        #: and not used it yet (see writes_without_waiting).
+        self._block_begun = False
         self._lock = threading.Lock()
         #: Blocks of writes without waiting so far, and the checkpoint that follows some of them.
         self._loop_writes = 0
@@ -707,32 +709,60 @@ class SqliteDatabase(Database):
         connection.execute("PRAGMA foreign_keys = ON")
         return connection
 
-    def _connection(self) -> sqlite3.Connection:
-        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+    def _connection(self, kind: str = "connection", *settings: str) -> sqlite3.Connection:
+        """This thread's connection of ``kind`` (opened with ``settings`` run on it): "connection" for its
+        transactions, "block" for the write transactions of its blocks of writes without waiting."""
+        connection: sqlite3.Connection | None = getattr(self._local, kind, None)
         if connection is None:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             connection = self.connect()
-            self._local.connection = connection
+            try:
+                for statement in settings:
+                    connection.execute(statement)
+            except BaseException:
+                connection.close()
+                raise
+            setattr(self._local, kind, connection)
             with self._lock:
-                for ended in [thread for thread in self._all if not thread.is_alive()]:
+                for ended in [key for key in self._all if not key[0].is_alive()]:
                     self._all.pop(ended).close()
-                self._all[threading.current_thread()] = connection
+                self._all[threading.current_thread(), kind] = connection
         return connection
+
+    def _block_connection(self) -> sqlite3.Connection:
+        """This thread's connection for its blocks of writes without waiting, set for them once: SQLite's write
+        lock is tried without a wait, and no commit checkpoints the WAL (see :meth:`_checkpoint_soon`)."""
+        return self._connection("block", "PRAGMA busy_timeout = 0", "PRAGMA wal_autocheckpoint = 0")
 
     @contextmanager
     def transaction(self, *, workspace_id: int | None = None, write: bool = False, snapshot: bool = False
                     ) -> Iterator[Tx]:
         del snapshot  # a reader's transaction reads one snapshot of the WAL
-        queue = write and self._writer.holder != threading.get_ident()  # see writes_without_waiting
-        if queue and not self._writer.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
+        if write and self._writer.holder == threading.get_ident():  # see writes_without_waiting
+            with self._run(self._block_begin(), None, workspace_id) as tx:
+                yield tx
+            return
+        if write and not self._writer.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
             raise StorageUnavailable("The database is busy; try again in a moment.")
         try:
-            connection = self._connection()
-            cursor = connection.cursor()
-            try:
-                cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            except sqlite3.OperationalError as exc:
-                raise StorageUnavailable("The database is busy; try again in a moment.") from exc
+            with self._run(self._connection(), "BEGIN IMMEDIATE" if write else "BEGIN", workspace_id) as tx:
+                yield tx
+        finally:
+            if write:
+                self._writer.release()
+
+    @staticmethod
+    @contextmanager
+    def _run(connection: sqlite3.Connection, begin: str | None, workspace_id: int | None) -> Iterator[Tx]:
+        """A transaction on ``connection``, begun with ``begin`` (None: begun already), committed on a clean exit
+        and rolled back on an exception."""
+        cursor = connection.cursor()
+        try:
+            if begin is not None:
+                try:
+                    cursor.execute(begin)
+                except sqlite3.OperationalError as exc:
+                    raise StorageUnavailable("The database is busy; try again in a moment.") from exc
             try:
                 yield Tx("sqlite", cursor, workspace_id)
             except BaseException:
@@ -740,18 +770,40 @@ class SqliteDatabase(Database):
                 raise
             else:
                 connection.commit()
-            finally:
-                cursor.close()
         finally:
-            if queue:
-                self._writer.release()
+            cursor.close()
+
+    def _block_begin(self) -> sqlite3.Connection:
+        """The block's connection in a write transaction: its first is the one the block began; a later one
+        takes SQLite's write lock again, waiting for it if a program that is not Armarius (which takes no turn)
+        took it in between."""
+        connection = self._block_connection()
+        if self._block_begun:
+            self._block_begun = False
+            return connection
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise StorageUnavailable("The database is busy; try again in a moment.") from exc
+            finally:
+                connection.execute("PRAGMA busy_timeout = 0")
+        return connection
 
     @contextmanager
     def writes_without_waiting(self) -> Iterator[bool]:
         """Meant for a thread where waiting is costly (the server's event loop), so besides the turn: never
         with ``synchronous = full`` (every commit waits for the disk); never while SQLite's own write lock is
-        taken (see :meth:`_ready_to_write_now`); and the block's commits leave the WAL's checkpoint, which
-        waits for the disk, to a thread of its own (:meth:`_checkpoint_soon`)."""
+        taken (a program that is not Armarius takes no turn); and the block's commits leave the WAL's
+        checkpoint, which waits for the disk, to a thread of its own (:meth:`_checkpoint_soon`).
+
+        The block begins a write transaction at once on a connection of its own (:meth:`_block_connection`):
+        that takes SQLite's write lock without a wait, or tells that another program holds it, and the block's
+        first write transaction goes on with it (nothing to set and reset per block: a remember's statements
+        are few, and six more were some 5% of it). A block that writes nothing rolls it back at its end."""
         writer, thread = self._writer, threading.get_ident()
         if writer.holder == thread:  # an outer block holds it
             yield True
@@ -760,41 +812,27 @@ class SqliteDatabase(Database):
             yield False
             return
         try:
-            connection = self._ready_to_write_now()
-        except BaseException:
-            writer.release()
-            raise
-        if connection is None:
+            connection = self._block_connection()
+            connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
             writer.release()
             yield False
             return
-        writer.holder = thread
+        except BaseException:
+            writer.release()
+            raise
+        writer.holder, self._block_begun = thread, True
         try:
             yield True
         finally:
             writer.holder = None
             try:
-                connection.execute(f"PRAGMA wal_autocheckpoint = {_WAL_AUTOCHECKPOINT_PAGES}")
+                if self._block_begun:
+                    self._block_begun = False
+                    connection.execute("ROLLBACK")
             finally:
                 writer.release()
                 self._checkpoint_soon()
-
-    def _ready_to_write_now(self) -> sqlite3.Connection | None:
-        """This thread's connection, made ready for a block of writes: SQLite's own write lock tried once
-        without waiting (a program that is not Armarius takes no turn; None: it holds the lock), and the
-        automatic checkpoint off until the block ends."""
-        connection = self._connection()
-        connection.execute("PRAGMA busy_timeout = 0")
-        try:
-            connection.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError:
-            return None
-        else:
-            connection.execute("ROLLBACK")
-        finally:
-            connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        connection.execute("PRAGMA wal_autocheckpoint = 0")
-        return connection
 
     def _checkpoint_soon(self) -> None:
         """After every :data:`LOOP_WRITES_PER_CHECKPOINT` blocks of writes without waiting, a passive
