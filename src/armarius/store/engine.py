@@ -802,8 +802,9 @@ class SqliteDatabase(Database):
 
         The block begins a write transaction at once on a connection of its own (:meth:`_block_connection`):
         that takes SQLite's write lock without a wait, or tells that another program holds it, and the block's
-        first write transaction goes on with it (nothing to set and reset per block: a remember's statements
-        are few, and six more were some 5% of it). A block that writes nothing rolls it back at its end."""
+        first write transaction goes on with it. A block that writes nothing rolls it back at its end. (Setting
+        and resetting the busy wait and the checkpoint per block, with a trial BEGIN IMMEDIATE and its ROLLBACK,
+        was six statements more a block: 41 against 19 µs of CPU for a block with one write, in a loop.)"""
         writer, thread = self._writer, threading.get_ident()
         if writer.holder == thread:  # an outer block holds it
             yield True
