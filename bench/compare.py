@@ -50,7 +50,6 @@ import asyncio
 import datetime
 import gc
 import hashlib
-import itertools
 import json
 import logging
 import math
@@ -65,7 +64,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
@@ -165,7 +164,9 @@ class Plan:
     http_rounds: int
     http_clients: int = 32
     http_entries: int = 2_000
-    http_notes: int = 3_000  # new notes made ahead for section 6's remember calls
+    #: Section 6 makes new notes for a run's remember calls before it starts, as many as this many calls a second
+    #: would take (more than any server here answers: the note counts the notes a run made on the fly).
+    http_rate_max: int = 1_500
     #: Section 6's clients: "lean" (bench/lean_client.py) or "sdk" (the SDK's own client, --sdk-clients).
     http_client: str = "lean"
     #: Seconds after which a timed loop stops early (then fewer pairs are reported).
@@ -179,7 +180,7 @@ FULL = Plan(memory_sizes=(1_000, 10_000), memory_creates=60, memory_queries=8, m
 QUICK = Plan(memory_sizes=(1_000, 5_000), memory_creates=12, memory_queries=2, memory_rounds=1,
              cpu_calls=30, cpu_rounds=2, database_rows=100_000, database_calls=20, database_scans=3,
              source_words=2, source_rounds=1, recall_sizes=(5_000,), recall_queries=6, recall_rounds=1,
-             http_seconds=4.0, http_rounds=1, http_entries=500, http_notes=600, budget=10.0)
+             http_seconds=4.0, http_rounds=1, http_entries=500, budget=10.0)
 
 
 # Results ------------------------------------------------------------------------------------------
@@ -1264,15 +1265,48 @@ class Load:
                     for tool, seconds in sorted(self.by_tool.items())) if len(self.by_tool) > 1 else ""))
 
 
+class Notes:
+    """New notes for section 6's remember calls: made before each run (:meth:`make_ahead`), so that the clients,
+    which share the server's cores, spend no CPU making them while the run is timed; made on the fly, and
+    counted, should a run take more. (Until 2026-12-07 3,000 notes were made once for all of an engine's runs,
+    600 in a quick run: the first run took them all, and each later run made its notes on the fly, about
+    0.1 ms of the clients' CPU a note.)"""
+
+    def __init__(self, corpus: Corpus, first: int) -> None:
+        self._corpus, self._next = corpus, first
+        self._ready: deque[Document] = deque()
+        self.made_on_the_fly = 0
+
+    def make_ahead(self, count: int) -> None:
+        """At least ``count`` notes ready."""
+        missing = count - len(self._ready)
+        if missing > 0:
+            self._ready.extend(self._corpus.documents(self._next, self._next + missing, new_slug))
+            self._next += missing
+
+    def take(self) -> Document:
+        if self._ready:
+            return self._ready.popleft()
+        self.made_on_the_fly += 1
+        self._next += 1
+        return self._corpus.document(self._next - 1, new_slug)
+
+
 @dataclass(frozen=True)
 class Workload:
     weights: dict[str, int]
     slugs: list[str]
     queries: list[str]
-    notes: Iterator[Document]
+    notes: Notes | None = None
+
+    def make_notes_ahead(self, plan: Plan) -> None:
+        """As many new notes as a run of ``plan`` could take (at plan.http_rate_max calls a second)."""
+        if self.notes is not None:
+            share = self.weights.get("remember", 0) / sum(self.weights.values())
+            self.notes.make_ahead(math.ceil(plan.http_seconds * plan.http_rate_max * share))
 
 
-FLOOR_WORKLOAD = Workload({"noop": 1}, [], [], iter(()))
+FLOOR_WORKLOAD = Workload({"noop": 1}, [], [])
 
 
 def answer_problem(tool: str, result: Any, arguments: dict[str, Any]) -> str | None:
@@ -1302,7 +1336,8 @@ async def http_agent(url: str, token: str, workload: Workload, rng: random.Rando
 
     def arguments(tool: str) -> dict[str, Any]:
         if tool == "remember":
-            note = next(workload.notes)
+            assert workload.notes is not None
+            note = workload.notes.take()
             return {"slug": note.slug, "title": note.title, "body": note.body}
         if tool == "read":
             return {"slug": rng.choice(workload.slugs)}
@@ -1379,13 +1414,10 @@ def http_store(bench: Bench, settings: Settings, weights: dict[str, int]) -> tup
     finally:
         app.close()
     prepare(settings)
-    # New notes for remember, made ahead (so the clients spend no CPU on them), then on the fly if they run out.
-    first, made = NEW_BASE + 7 * NEW_BLOCK, plan.http_notes
-    notes = itertools.chain(bench.corpus.documents(first, first + made, new_slug),
-                            (bench.corpus.document(index, new_slug) for index in itertools.count(first + made)))
     return tokens, Workload(weights, [document.slug for document in documents],
                             [query for name in QUERY_CLASSES
-                             for query in bench.corpus.queries(name, 50, plan.http_entries)], notes)
+                             for query in bench.corpus.queries(name, 50, plan.http_entries)],
+                            Notes(bench.corpus, NEW_BASE + 7 * NEW_BLOCK))
 
 
 async def http_engine(bench: Bench, engine: str, workers: int) -> list[Row]:
@@ -1402,15 +1434,19 @@ async def http_engine(bench: Bench, engine: str, workers: int) -> list[Row]:
         runs: dict[int, list[Load]] = {count: [] for count in order}
         for round_number in range(plan.http_rounds):
             for count in order if round_number % 2 == 0 else order[::-1]:
+                load = FLOOR_WORKLOAD if count == FLOOR else workload
+                load.make_notes_ahead(plan)
                 serving = (noop_serve(bench.folder / "noop-http.log") if count == FLOOR
                            else armarius_serve(settings.data_dir, env, bench.folder / f"serve-{engine}.log", count))
                 with serving as server:
                     run = Load(count)
-                    await run_load(f"{server.base_url}/mcp", tokens, FLOOR_WORKLOAD if count == FLOOR else workload,
-                                   plan.http_seconds, server.pids(), run,
+                    await run_load(f"{server.base_url}/mcp", tokens, load, plan.http_seconds, server.pids(), run,
                                    postgres=engine == "postgresql" and count != FLOOR, sdk=plan.http_client == "sdk")
                 runs[count].append(run)
                 print(f"  http: {engine_name}, {run.summary()}", flush=True)
+    if workload.notes is not None and workload.notes.made_on_the_fly:
+        bench.note(f"section 6, {engine_name}: {workload.notes.made_on_the_fly} notes were made on the fly, in the "
+                   f"clients' process (more remember calls than http_rate_max allows for)")
     return http_rows(case, runs, workers, refusal)
 
 
