@@ -222,6 +222,22 @@ def test_a_killed_worker_is_replaced_and_a_stopped_one_stops_the_server(server: 
     assert any(f"Worker process {first} was killed by signal 9; starting another." in line for line in server.lines)
 
 
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+def test_a_worker_that_cannot_be_given_a_socket_stops_the_server(server: Server) -> None:
+    """The supervisor makes each worker's listening socket before it forks the worker: when it cannot (here its
+    limit on open files is what it has open, as a worker is killed), it says so and stops the server, status 1,
+    rather than serve on with a worker fewer."""
+    first, second = server.workers()
+    supervisor = server.process.pid
+    hard = resource.prlimit(supervisor, resource.RLIMIT_NOFILE)[1]
+    resource.prlimit(supervisor, resource.RLIMIT_NOFILE, (len(os.listdir(f"/proc/{supervisor}/fd")), hard))
+    os.kill(first, signal.SIGKILL)
+    assert server.wait() == 1, "".join(server.lines)
+    assert all(gone(pid) for pid in (first, second))
+    assert any("Cannot listen for a worker process: Too many open files; stopping the server." in line
+               for line in server.lines), "".join(server.lines)
+
+
 # Limits of the process -------------------------------------------------------------------------------------
 
 
