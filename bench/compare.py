@@ -90,7 +90,7 @@ from database_rows import (
     research_toml,
     varying_pairs,
 )
-from databases import PG_ADMIN_URL, engine_settings, environment, postgres_available, sqlite_settings
+from databases import PG_ADMIN_URL, engine_settings, environment, postgres_available, snapshot, sqlite_settings
 from lean_client import LeanClient
 from memory import embed_loaded, load, new_slug, prepare
 from processes import (
@@ -1432,18 +1432,22 @@ async def http_engine(bench: Bench, engine: str, workers: int) -> list[Row]:
         configurations = [1] if refusal else [1, workers]
         order = [*configurations, FLOOR]
         runs: dict[int, list[Load]] = {count: [] for count in order}
-        for round_number in range(plan.http_rounds):
-            for count in order if round_number % 2 == 0 else order[::-1]:
-                load = FLOOR_WORKLOAD if count == FLOOR else workload
-                load.make_notes_ahead(plan)
-                serving = (noop_serve(bench.folder / "noop-http.log") if count == FLOOR
-                           else armarius_serve(settings.data_dir, env, bench.folder / f"serve-{engine}.log", count))
-                with serving as server:
-                    run = Load(count)
-                    await run_load(f"{server.base_url}/mcp", tokens, load, plan.http_seconds, server.pids(), run,
-                                   postgres=engine == "postgresql" and count != FLOOR, sdk=plan.http_client == "sdk")
-                runs[count].append(run)
-                print(f"  http: {engine_name}, {run.summary()}", flush=True)
+        with snapshot(settings) as restore:
+            for round_number in range(plan.http_rounds):
+                for count in order if round_number % 2 == 0 else order[::-1]:
+                    load = FLOOR_WORKLOAD if count == FLOOR else workload
+                    load.make_notes_ahead(plan)
+                    if count != FLOOR:
+                        restore()  # each run starts from the store as loaded, not as the runs before left it
+                    serving = (noop_serve(bench.folder / "noop-http.log") if count == FLOOR
+                               else armarius_serve(settings.data_dir, env, bench.folder / f"serve-{engine}.log", count))
+                    with serving as server:
+                        run = Load(count)
+                        await run_load(f"{server.base_url}/mcp", tokens, load, plan.http_seconds, server.pids(), run,
+                                       postgres=engine == "postgresql" and count != FLOOR,
+                                       sdk=plan.http_client == "sdk")
+                    runs[count].append(run)
+                    print(f"  http: {engine_name}, {run.summary()}", flush=True)
     if workload.notes is not None and workload.notes.made_on_the_fly:
         bench.note(f"section 6, {engine_name}: {workload.notes.made_on_the_fly} notes were made on the fly, in the "
                    f"clients' process (more remember calls than http_rate_max allows for)")

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 
@@ -56,6 +58,35 @@ def sqlite_settings(data_dir: Path) -> Iterator[Settings]:
 def engine_settings(engine: str, data_dir: Path) -> Iterator[Settings]:
     with (sqlite_settings if engine == "sqlite" else postgres_settings)(data_dir) as settings:
         yield settings
+
+
+@contextmanager
+def snapshot(settings: Settings) -> Iterator[Callable[[], None]]:
+    """A copy of the store as it is now (its data folder, and on PostgreSQL its database, copied as a
+    template), and a call that puts the store back as it was, so that runs which write start from the same
+    store; the copy is removed afterwards. Nothing may use the store while the copy is taken or put back."""
+    copy = settings.data_dir.with_name(settings.data_dir.name + "-snapshot")
+    shutil.copytree(settings.data_dir, copy, symlinks=True)
+    database = None if settings.database_url is None else urlsplit(settings.database_url).path.lstrip("/")
+    if database is not None:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
+            connection.execute(f'CREATE DATABASE "{database}_snapshot" TEMPLATE "{database}"')
+
+    def restore() -> None:
+        shutil.rmtree(settings.data_dir)
+        shutil.copytree(copy, settings.data_dir, symlinks=True)
+        if database is not None:
+            with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
+                connection.execute(f'DROP DATABASE "{database}" WITH (FORCE)')
+                connection.execute(f'CREATE DATABASE "{database}" TEMPLATE "{database}_snapshot"')
+
+    try:
+        yield restore
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+        if database is not None:
+            with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
+                connection.execute(f'DROP DATABASE IF EXISTS "{database}_snapshot" WITH (FORCE)')
 
 
 def postgres_available() -> bool:
