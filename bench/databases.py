@@ -23,6 +23,13 @@ from armarius.config import Settings
 PG_ADMIN_URL = os.environ.get("ARMARIUS_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
+def _admin(*statements: str) -> None:
+    """Statements run in turn as the PostgreSQL admin, outside a transaction (databases and roles)."""
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
+        for statement in statements:
+            connection.execute(statement)
+
+
 def _pg_url(database: str, user: str) -> str:
     info = psycopg.conninfo.conninfo_to_dict(PG_ADMIN_URL)
     return f"postgresql://{user}@{info.get('host', '127.0.0.1')}:{info.get('port', 5432)}/{database}"
@@ -33,18 +40,14 @@ def postgres_settings(data_dir: Path) -> Iterator[Settings]:
     suffix = secrets.token_hex(4)
     name, role = f"armarius_bench_{suffix}", f"armarius_bench_app_{suffix}"
     admin_user = str(psycopg.conninfo.conninfo_to_dict(PG_ADMIN_URL).get("user", "postgres"))
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
-        connection.execute(f'CREATE ROLE "{role}" LOGIN')
-        connection.execute(f'CREATE DATABASE "{name}"')
+    _admin(f'CREATE ROLE "{role}" LOGIN', f'CREATE DATABASE "{name}"')
     try:
         settings = Settings(data_dir=data_dir, database_url=_pg_url(name, role),
                             database_migrate_url=_pg_url(name, admin_user))
         initialize(settings)
         yield settings
     finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            connection.execute(f'DROP ROLE IF EXISTS "{role}"')
+        _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'DROP ROLE IF EXISTS "{role}"')
 
 
 @contextmanager
@@ -69,24 +72,21 @@ def snapshot(settings: Settings) -> Iterator[Callable[[], None]]:
     shutil.copytree(settings.data_dir, copy, symlinks=True)
     database = None if settings.database_url is None else urlsplit(settings.database_url).path.lstrip("/")
     if database is not None:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
-            connection.execute(f'CREATE DATABASE "{database}_snapshot" TEMPLATE "{database}"')
+        _admin(f'CREATE DATABASE "{database}_snapshot" TEMPLATE "{database}"')
 
     def restore() -> None:
         shutil.rmtree(settings.data_dir)
         shutil.copytree(copy, settings.data_dir, symlinks=True)
         if database is not None:
-            with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
-                connection.execute(f'DROP DATABASE "{database}" WITH (FORCE)')
-                connection.execute(f'CREATE DATABASE "{database}" TEMPLATE "{database}_snapshot"')
+            _admin(f'DROP DATABASE "{database}" WITH (FORCE)',
+                   f'CREATE DATABASE "{database}" TEMPLATE "{database}_snapshot"')
 
     try:
         yield restore
     finally:
         shutil.rmtree(copy, ignore_errors=True)
         if database is not None:
-            with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
-                connection.execute(f'DROP DATABASE IF EXISTS "{database}_snapshot" WITH (FORCE)')
+            _admin(f'DROP DATABASE IF EXISTS "{database}_snapshot" WITH (FORCE)')
 
 
 def postgres_available() -> bool:

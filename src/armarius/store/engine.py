@@ -743,7 +743,7 @@ class SqliteDatabase(Database):
         if queue and not self._writer.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
             raise StorageUnavailable("The database is busy; try again in a moment.")
         try:
-            connection = self._block_begin() if in_block else self._connection()
+            connection = self._block_transaction() if in_block else self._connection()
             cursor = connection.cursor()
             try:
                 if not in_block:
@@ -764,7 +764,7 @@ class SqliteDatabase(Database):
             if queue:
                 self._writer.release()
 
-    def _block_begin(self) -> sqlite3.Connection:
+    def _block_transaction(self) -> sqlite3.Connection:
         """The block's connection in a write transaction: its first is the one the block began; a later one
         takes SQLite's write lock again, waiting for it if a program that is not Armarius (which takes no turn)
         took it in between."""
