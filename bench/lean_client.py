@@ -3,12 +3,13 @@
 It sends what the SDK's client (``mcp.Client`` over ``streamable_http_client``) sends for the same calls, byte
 for byte in shape: protocol 2026-07-28 without sessions, ``server/discover`` once, then one POST per
 ``tools/call`` with the request envelope in ``params._meta`` and the routing headers (``MCP-Protocol-Version``,
-``Mcp-Method``, ``Mcp-Name``), on one keep-alive HTTP/1.1 connection. What it leaves out is the SDK's machinery
-around those bytes (task groups, memory streams, pydantic models of every message, an ``httpx`` request
-per call): in section 6 the 32 SDK clients in one process took 0.75-1.15 ms of CPU per call on the same two
-cores as the server, more than the no-op server itself, so the clients, not the server, set the no-op floor's
-rate. An answer is read as the JSON body it is (``Content-Length``); anything else (another framing, an
-event stream, a JSON-RPC error) raises, and counts as an error of the run.
+``Mcp-Method``, ``Mcp-Name``), on one keep-alive HTTP/1.1 connection (another after an answer that says
+``Connection: close``, as a worker of ``armarius serve`` holding more than its share of connections does).
+What it leaves out is the SDK's machinery around those bytes (task groups, memory streams, pydantic models of
+every message, an ``httpx`` request per call): in section 6 the 32 SDK clients in one process took 0.75-1.15 ms
+of CPU per call on the same two cores as the server, more than the no-op server itself, so the clients, not the
+server, set the no-op floor's rate. An answer is read as the JSON body it is (``Content-Length``); anything else
+(another framing, an event stream, a JSON-RPC error) raises, and counts as an error of the run.
 """
 
 from __future__ import annotations
@@ -56,9 +57,12 @@ class LeanClient:
         self._ids = itertools.count(1)
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self._active = False
+        #: Connections opened: the first, and one after each answer with ``Connection: close``.
+        self.connections = 0
 
     async def __aenter__(self) -> LeanClient:
-        self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
+        self._active = True
         try:
             await self.request("server/discover", {})
         except BaseException:
@@ -67,10 +71,15 @@ class LeanClient:
         return self
 
     async def __aexit__(self, *_exc: object) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        self._active = False
+        await self._close()
+
+    async def _close(self) -> None:
+        writer, self._reader, self._writer = self._writer, None, None
+        if writer is not None:
+            writer.close()
             with contextlib.suppress(OSError):  # a connection the server reset: closed all the same
-                await self._writer.wait_closed()
+                await writer.wait_closed()
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         result = await self.request("tools/call", {"name": name, "arguments": arguments}, name=name)
@@ -79,8 +88,11 @@ class LeanClient:
 
     async def request(self, method: str, params: dict[str, Any], *, name: str | None = None) -> Any:
         """One JSON-RPC request and its result."""
-        if self._reader is None or self._writer is None:
+        if not self._active:
             raise RuntimeError("use the client in `async with`")
+        if self._reader is None or self._writer is None:  # the first request, or the server closed the last
+            self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
+            self.connections += 1
         number = next(self._ids)
         body = json.dumps({"jsonrpc": "2.0", "id": number, "method": method, "params": {**params, "_meta": _META}},
                           separators=(",", ":")).encode()
@@ -94,6 +106,9 @@ class LeanClient:
         if length is None:
             raise ProtocolProblem(f"{method}: an answer without Content-Length ({head[0]})")
         answer = await self._reader.readexactly(int(length))
+        if any(key.strip().lower() == "connection" and value.strip().lower() == "close"
+               for key, value in headers.items()):
+            await self._close()  # the server's last answer on this connection: the next request opens another
         if len(status) < 2 or status[1] != "200":
             raise ProtocolProblem(f"{method}: HTTP {' '.join(status[1:])}: {answer[:200]!r}")
         message = json.loads(answer)

@@ -299,29 +299,30 @@ class _Supervisor:
     def __init__(self, cli: CliContext, sockets: list[socket.socket]) -> None:
         self.cli, self.sockets = cli, sockets
         self.pid = os.getpid()  # a worker's parent until the supervisor is gone
-        self.workers: set[int] = set()
+        self.workers: dict[int, int] = {}  # pid: the worker's number, which one started in its place takes
         self.stopping, self.status = False, 0
 
     def run(self, count: int) -> None:
-        from armarius.web.limits import raise_open_files_limit
+        from armarius.web.limits import ConnectionShares, raise_open_files_limit
 
         raise_open_files_limit()  # for the workers, which inherit it
+        self.shares = ConnectionShares(count)
         for handled in (signal.SIGTERM, signal.SIGINT):
             signal.signal(handled, self._stop)
-        for _ in range(count):
+        for number in range(count):
             if not self.stopping:
-                self._start_worker()
+                self._start_worker(number)
         while self.workers:
             pid, status = os.wait()  # retried after a signal handler (PEP 475)
             if pid not in self.workers:
                 continue
-            self.workers.remove(pid)
+            number = self.workers.pop(pid)
             code = os.waitstatus_to_exitcode(status)
             if self.stopping:
                 continue
             if code < 0:
                 click.echo(f"Worker process {pid} was killed by signal {-code}; starting another.", err=True)
-                self._start_worker()
+                self._start_worker(number)
             else:
                 click.echo(f"Worker process {pid} exited with status {code}; stopping the server.", err=True)
                 self.status = code
@@ -335,7 +336,7 @@ class _Supervisor:
             with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
 
-    def _start_worker(self) -> None:
+    def _start_worker(self, number: int) -> None:
         # On Linux the worker's own listening sockets are made before the fork: they take their share of the
         # connections from the moment the server has started (queued until the worker answers), not from
         # whenever the worker has loaded (connections made meanwhile all went to the workers ready first).
@@ -353,23 +354,25 @@ class _Supervisor:
             if not self.stopping:
                 pid = os.fork()
                 if pid == 0:
-                    self._worker(sockets)
-                self.workers.add(pid)
+                    self._worker(sockets, number)
+                self.workers[pid] = number
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
             if BALANCED:
                 for listener in sockets:
                     listener.close()  # the worker's now: this process keeps only the port
 
-    def _worker(self, sockets: list[socket.socket]) -> None:
-        """The forked child: never returns into the command that forked it."""
+    def _worker(self, sockets: list[socket.socket], number: int) -> None:
+        """The forked child, worker ``number``: never returns into the command that forked it."""
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
         status = 0
         try:
             from armarius.web.app import listens_on_loopback, server_config
+            from armarius.web.limits import share_connections
 
+            share_connections(self.shares, number)
             if BALANCED:
                 for shared in self.sockets:
                     shared.close()  # this process's copy of the supervisor's port

@@ -14,6 +14,15 @@ size of the body or its time. So:
   :func:`quiet_server_logs` makes that one line a minute.) ``armarius serve`` raises its soft limit
   on open files to the hard one as it starts (:func:`raise_open_files_limit`): systemd's default
   soft limit, 1,024, would allow 896 connections.
+- **Connections spread evenly over the workers.** Each worker of ``armarius serve --workers N`` holds the
+  connections the kernel gave it, for as long as their clients keep them alive; the kernel spreads new
+  connections by their addresses and ports, so 32 agents' connections came out 18/14, 19/13, 22/10 over two
+  workers, and the agents on the fuller worker waited longer (bench/compare.py, section 6). The workers count
+  their open connections in memory they share (:class:`ConnectionShares`); a worker holding more than its
+  share (all the workers' connections over the number of workers, rounded up) answers the next request on
+  any of its connections with ``Connection: close``, and the client's next connection is spread again, until
+  the shares are even. A client loses nothing: the answer is complete, and an HTTP/1.1 client opens another
+  connection for its next request.
 - **The head's time.** :class:`HeadTimeoutH11` (uvicorn's h11 protocol, which `armarius serve` runs)
   closes a connection whose request line and headers are not complete within ``REQUEST_HEAD_SECONDS``
   of its first byte (or of the connection, for its first request). uvicorn's own ``timeout_keep_alive``
@@ -51,6 +60,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import mmap
 import time
 from dataclasses import dataclass
 
@@ -60,6 +70,7 @@ from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.flow_control import CLOSE_HEADER
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from armarius.errors import ArmariusError, RequestTimeout, RequestTooLarge
@@ -278,9 +289,54 @@ _TOO_MANY_CONNECTIONS = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: tex
 _refused_connections = _Throttled()
 
 
+class ConnectionShares:
+    """How many connections each worker process of one server holds open, in memory the workers share: made by
+    the supervisor before it forks them, each worker writing its own count (module doc). A connection whose
+    last answer is on its way no longer counts: other requests meanwhile must not close more."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        # Anonymous memory, mapped shared: a forked worker writes into the same pages as the others.
+        self._counts = memoryview(mmap.mmap(-1, 4 * workers)).cast("i")
+        self._mine = 0
+        self._leaving = 0  # this worker's connections told to close, not yet closed
+
+    def join(self, worker: int) -> None:
+        """This process is worker number ``worker`` (one started in place of another takes its number)."""
+        self._mine, self._leaving = worker, 0
+        self._counts[worker] = 0
+
+    def record(self, connections: int, *, left: bool = False) -> None:
+        """This worker holds ``connections`` now, one fewer than before if one of those ``left`` (was told to close)."""
+        self._leaving -= left
+        self._counts[self._mine] = connections - self._leaving
+
+    def shed(self, connections: int) -> bool:
+        """Whether this worker's ``connections`` are more than its share of all the workers' (rounded up): then one
+        of them is told to close, and counts no more."""
+        held = connections - self._leaving
+        if held <= -(-sum(self._counts) // self.workers):
+            return False
+        self._leaving += 1
+        self._counts[self._mine] = held - 1
+        return True
+
+
+#: This worker's place among the workers of its server (None: the server runs in one process).
+_shares: ConnectionShares | None = None
+
+
+def share_connections(shares: ConnectionShares, worker: int) -> None:
+    """In a worker process: even out its connections with the other workers' (module doc)."""
+    global _shares  # noqa: PLW0603 - one per process, set as the worker starts
+    shares.join(worker)
+    _shares = shares
+
+
 class HeadTimeoutH11(H11Protocol):
     """uvicorn's h11 protocol, closing a connection over :func:`connection_limit` at once, and one whose request
-    head does not arrive in time (module doc).
+    head does not arrive in time; in a worker process holding more than its share of connections, the answer
+    to the next request says ``Connection: close`` (module doc).
 
     The timer runs while the connection waits for a request head (h11's client state ``IDLE``) and has
     received a byte of it, or has received nothing since it was made; it is not restarted by more bytes of
@@ -288,6 +344,7 @@ class HeadTimeoutH11(H11Protocol):
     """
 
     _head_timer: asyncio.TimerHandle | None = None
+    _leaving = False  # told to close after its answer (ConnectionShares)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -300,6 +357,8 @@ class HeadTimeoutH11(H11Protocol):
             transport.write(_TOO_MANY_CONNECTIONS)
             transport.close()  # reads nothing more; connection_lost forgets it
             return
+        if _shares is not None:
+            _shares.record(len(self.connections))
         self._watch_head()
 
     def data_received(self, data: bytes) -> None:
@@ -309,6 +368,17 @@ class HeadTimeoutH11(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_head_timer()
         super().connection_lost(exc)
+        if _shares is not None:
+            _shares.record(len(self.connections), left=self._leaving)
+
+    def handle_events(self) -> None:
+        cycle = self.cycle
+        super().handle_events()
+        if (self.cycle is not cycle and self.cycle is not None and _shares is not None and not self._leaving
+                and _shares.shed(len(self.connections))):
+            # A new request on a worker holding more than its share: its answer is this connection's last.
+            self._leaving = True
+            self.cycle.default_headers = [*self.cycle.default_headers, CLOSE_HEADER]
 
     def _watch_head(self) -> None:
         waiting = self.conn.their_state is h11.IDLE and not self.transport.is_closing()
