@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
 import resource
@@ -10,6 +11,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -165,6 +167,73 @@ def test_connections_made_at_once_are_spread_over_the_workers(server: Server) ->
     finally:
         for connection in connections:
             connection.close()
+
+
+def connection_owners(server: Server) -> dict[int, int]:
+    """The server's open connections, each as the client's port and the worker process holding it (from /proc)."""
+    sockets = {}
+    for pid in server.workers():
+        for descriptor in os.listdir(f"/proc/{pid}/fd"):
+            with suppress(OSError):  # closed meanwhile
+                target = os.readlink(f"/proc/{pid}/fd/{descriptor}")
+                if target.startswith("socket:["):
+                    sockets[int(target[len("socket:["):-1])] = pid
+    port, owners = int(server.url.rsplit(":", 1)[1]), {}
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, remote, state, inode = (field for number, field in enumerate(line.split()) if number in (1, 2, 3, 9))
+        if state == "01" and int(local.rsplit(":", 1)[1], 16) == port and int(inode) in sockets:
+            owners[int(remote.rsplit(":", 1)[1], 16)] = sockets[int(inode)]
+    return owners
+
+
+def connected_to(server: Server, worker: int, count: int) -> list[http.client.HTTPConnection]:
+    """``count`` open connections that the kernel gave to ``worker`` (the others made meanwhile closed)."""
+    port, kept, others = int(server.url.rsplit(":", 1)[1]), [], []
+    while len(kept) < count:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection.connect()
+        client = connection.sock.getsockname()[1]
+        wait_for(lambda client=client: client in connection_owners(server))  # accepted by its worker
+        (kept if connection_owners(server)[client] == worker else others).append(connection)
+    for connection in others:
+        connection.close()
+    return kept
+
+
+@pytest.mark.parametrize("replaced", [False, True], ids=["workers", "a replaced worker"])
+def test_workers_even_out_the_connections_they_hold(server: Server, replaced: bool) -> None:
+    """Clients keep their connections open, each with the worker the kernel gave it: twelve of sixteen on one of
+    two workers. As requests come on them, the fuller worker answers some with ``Connection: close`` (the client's
+    next connection is spread again) until each holds eight, then none; every request is answered. A worker
+    started in place of a killed one (which held connections) takes its place in the count."""
+    first, second = sorted(server.workers())
+    if replaced:
+        held = connected_to(server, second, 5)
+        os.kill(second, signal.SIGKILL)
+        wait_for(lambda: len(server.workers()) == 2 and second not in server.workers())
+        for connection in held:
+            connection.close()
+        second = (server.workers() - {first}).pop()
+    connections = connected_to(server, first, 12) + connected_to(server, second, 4)
+    told_to_close: Counter[int] = Counter()
+    for _round in range(40):
+        owners, closing = connection_owners(server), 0
+        for connection in connections:
+            worker = None if connection.sock is None else owners[connection.sock.getsockname()[1]]
+            connection.request("GET", "/healthz")  # on a new connection if the last answer closed the one before
+            answer = connection.getresponse()
+            assert (answer.status, answer.read()) == (200, b'{"status":"ok"}')
+            if answer.getheader("Connection") == "close":
+                closing += 1
+                if worker is not None:  # (else it was opened by this request)
+                    told_to_close[worker] += 1
+        if not closing:
+            break
+    assert not closing, "the workers still close connections after 40 rounds"
+    assert sorted(Counter(connection_owners(server).values()).values()) == [8, 8]
+    assert told_to_close[first] >= 4, told_to_close
+    for connection in connections:
+        connection.close()
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
@@ -426,8 +495,8 @@ def test_a_stop_while_a_workers_sockets_are_made_starts_no_worker(monkeypatch: p
     monkeypatch.setattr(server, "BALANCED", True)
     monkeypatch.setattr(server, "worker_sockets", stopped_meanwhile)
     try:
-        supervisor._start_worker()
-        assert supervisor.workers == set()
+        supervisor._start_worker(0)
+        assert supervisor.workers == {}
     finally:
         for pid in supervisor.workers:  # the old code's child: it finds no CLI and exits
             os.waitpid(pid, 0)
