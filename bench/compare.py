@@ -1233,6 +1233,9 @@ class Load:
     client_cpu: float = 0.0
     #: PostgreSQL's own processes, for a store there (0 on SQLite).
     database_cpu: float = 0.0
+    #: Connections the lean clients opened again after an answer said ``Connection: close`` (a worker evening out
+    #: its connections with the others'), warm-up included.
+    reopened: int = 0
 
     @property
     def rate(self) -> float:
@@ -1244,7 +1247,7 @@ class Load:
                 **{f"p{round(f * 100)}_ms": percentile(self.latencies, f) * 1000 for f in (0.5, 0.95, 0.99)},
                 "server_cpu_ms_per_op": self.server_cpu / ops * 1000,
                 "client_cpu_ms_per_op": self.client_cpu / ops * 1000,
-                "database_cpu_ms_per_op": self.database_cpu / ops * 1000,
+                "database_cpu_ms_per_op": self.database_cpu / ops * 1000, "connections_reopened": self.reopened,
                 "by_tool": {tool: {"ops": len(seconds), "p50_ms": percentile(seconds, 0.5) * 1000,
                                    "p99_ms": percentile(seconds, 0.99) * 1000}
                             for tool, seconds in sorted(self.by_tool.items())}}
@@ -1260,6 +1263,7 @@ class Load:
                 f"{self.client_cpu / max(1, len(self.latencies)) * 1000:.2f} ms"
                 + (f", PostgreSQL {self.database_cpu / max(1, len(self.latencies)) * 1000:.2f} ms"
                    if self.database_cpu else "")
+                + (f", {self.reopened} connections reopened" if self.reopened else "")
                 + ("; p50/p99 by tool: " + ", ".join(
                     f"{tool} {percentile(seconds, 0.5) * 1000:.0f}/{percentile(seconds, 0.99) * 1000:.0f} ms"
                     for tool, seconds in sorted(self.by_tool.items())) if len(self.by_tool) > 1 else ""))
@@ -1351,7 +1355,12 @@ async def http_agent(url: str, token: str, workload: Workload, rng: random.Rando
             client: Client | LeanClient = await stack.enter_async_context(
                 Client(streamable_http_client(url, http_client=http)))
         else:
-            client = await stack.enter_async_context(LeanClient(url, token))
+            lean = client = await stack.enter_async_context(LeanClient(url, token))
+
+            def count_reopened() -> None:
+                run.reopened += lean.connections - 1
+
+            stack.callback(count_reopened)
         for tool in workload.weights.keys() - {"remember"}:  # warm-up: the connection, the server's caches
             await client.call_tool(tool, arguments(tool))
         ready.set()
