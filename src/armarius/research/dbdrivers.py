@@ -323,7 +323,7 @@ def _decoded_row(data: bytes, converters: Sequence[tuple[str | None, Callable[[A
 @cache
 def _mariadb_connection() -> type[Any]:
     """PyMySQL's connection, decoding the rows of a buffered result with :func:`_decoded_row` (the same values:
-    tests/research/test_database_values.py compares them with PyMySQL's own on every column type). It replaces
+    tests/research/test_database_row_decoding.py compares them with PyMySQL's own on every column type). It replaces
     two private methods of PyMySQL 1.x, whose version the project's dependencies pin."""
     from pymysql import connections
 
