@@ -175,6 +175,33 @@ async def test_a_store_read_runs_on_the_event_loop_only_on_sqlite(app: Armarius)
     assert (read_thread == loop_thread) == (app.database.dialect == "sqlite")
 
 
+async def test_a_tool_that_embeds_runs_in_a_worker_thread_until_the_model_is_loaded(
+        app: Armarius, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first text embedded in a process loads the embedding model (0.6 s): until it is loaded, a store read
+    or write that embeds (recall, remember, create_draft) runs in a worker thread, so that the event loop's other
+    requests do not wait for the load; a store read that embeds nothing stays on the loop; once the model is
+    loaded, the tool that embeds runs on the loop too (on SQLite)."""
+    agent = make_team(app).agent
+    assert app.memory.vectors is not None
+    embedder = type(app.memory.vectors.embedder)
+    probes = [ToolSpec("embed_probe", "Reads the store and embeds.", _thread, store_read=True, embeds=True),
+              ToolSpec("read_probe", "Reads the store.", _thread, store_read=True)]
+    loop_thread, sqlite = threading.get_ident(), app.database.dialect == "sqlite"
+    with monkeypatch.context() as patched:
+        patched.setattr(embedder, "ready", property(lambda _self: False))
+        async with client_for(app, agent, probes) as client:
+            loading = tool_payload(await client.call_tool("embed_probe", {}))["thread"]
+            reading = tool_payload(await client.call_tool("read_probe", {}))["thread"]
+    app.memory.vectors.embedder.embed(["the model, loaded"])
+    assert app.memory.vectors.embedder.ready
+    async with client_for(app, agent, probes) as client:
+        loaded = tool_payload(await client.call_tool("embed_probe", {}))["thread"]
+    assert loading != loop_thread
+    assert (reading == loop_thread) == sqlite
+    assert (loaded == loop_thread) == sqlite
+    assert {tool.name for tool in ALL_TOOLS if tool.embeds} == {"recall", "remember", "create_draft"}
+
+
 async def test_a_store_write_runs_on_the_event_loop_only_on_sqlite_while_nobody_writes(app: Armarius) -> None:
     """A store write runs on the event loop when the writers' turn is free, holding it until the tool
     returns, so the tool's own transactions use it (a real remember, too); while another thread writes, or

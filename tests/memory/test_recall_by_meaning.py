@@ -302,6 +302,7 @@ def test_entries_created_and_updated_in_one_callers_transaction_get_their_vector
 
 class _BrokenEmbedder:
     model_id = "broken"
+    ready = True
 
     def embed(self, _texts: Any) -> Any:
         raise RuntimeError("the model is broken")

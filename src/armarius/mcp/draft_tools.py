@@ -83,5 +83,6 @@ TOOLS = [
         required=("slug", "title", "text", "approval", "operation"),
         read_only=False,
         store_write=True,
+        embeds=True,
     ),
 ]

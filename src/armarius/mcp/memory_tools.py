@@ -64,6 +64,7 @@ TOOLS = [
         required=("slug", "title", "body"),
         read_only=False,
         store_write=True,
+        embeds=True,
     ),
     ToolSpec(
         name="recall",
@@ -80,6 +81,7 @@ TOOLS = [
         handler=_recall,
         permission=Permission.MEMORY_READ,
         store_read=True,
+        embeds=True,
         properties={
             "query": {"type": "string", "maxLength": 1000},
             "limit": {"type": "integer", "minimum": 1, "maximum": RECALL_MAX},

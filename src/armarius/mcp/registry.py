@@ -36,6 +36,10 @@ class ToolSpec:
     #: principal is at hand and the writers' turn is free at once (nobody in any process writes), holding
     #: the turn until the tool returns; otherwise in a worker thread, where a write queues for its turn.
     store_write: bool = False
+    #: Whether it embeds text (recall by meaning, the vector of a revision written). The first text embedded in a
+    #: process loads the model (0.6 s): until then the tool runs in a worker thread, never on the event loop,
+    #: whose other requests would wait for the load.
+    embeds: bool = False
     #: Whether the server offers the tool at all (for tools that need configuration).
     available: Callable[[Armarius], bool] | None = None
 

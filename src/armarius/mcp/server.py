@@ -98,6 +98,8 @@ def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSp
         """The tool's answer, where it runs on the event loop; :data:`_HOP` where it runs in a worker thread."""
         if tool is None or not (embedded and (tool.store_read or tool.store_write)):
             return _HOP
+        if tool.embeds and app.memory.vectors is not None and not app.memory.vectors.embedder.ready:
+            return _HOP
         actor = at_hand(ctx)
         if actor is None:
             return _HOP
