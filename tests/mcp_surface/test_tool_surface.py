@@ -175,6 +175,25 @@ async def test_a_store_read_runs_on_the_event_loop_only_on_sqlite(app: Armarius)
     assert (read_thread == loop_thread) == (app.database.dialect == "sqlite")
 
 
+async def test_a_tool_that_asks_no_store_runs_on_the_event_loop_on_every_store(app: Armarius) -> None:
+    """A tool that answers from its principal alone (whoami) runs on the event loop on PostgreSQL too, where
+    every tool that asks the store runs in a worker thread; not when its principal needs a look in the
+    database."""
+    agent = make_team(app).agent
+    probes = [ToolSpec("principal_probe", "Answers from the principal.", _thread, storeless=True),
+              ToolSpec("read_probe", "Answers from the store.", _thread, store_read=True)]
+    loop_thread = threading.get_ident()
+    async with client_for(app, agent, probes) as client:
+        storeless = tool_payload(await client.call_tool("principal_probe", {}))["thread"]
+        store_read = tool_payload(await client.call_tool("read_probe", {}))["thread"]
+    async with Client(build_server(app, lambda _ctx: agent, probes, known_actor=lambda _ctx: None)) as client:
+        looked_up = tool_payload(await client.call_tool("principal_probe", {}))["thread"]
+    assert storeless == loop_thread
+    assert (store_read == loop_thread) == (app.database.dialect == "sqlite")
+    assert looked_up != loop_thread
+    assert {tool.name for tool in ALL_TOOLS if tool.storeless} == {"whoami"}
+
+
 async def test_a_tool_that_embeds_runs_in_a_worker_thread_until_the_model_is_loaded(
         app: Armarius, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first text embedded in a process loads the embedding model (0.6 s): until it is loaded, a store read
@@ -241,7 +260,7 @@ async def test_the_store_reads_answer_while_another_process_holds_the_write_lock
         app.memory.remember(team.agent, RememberRequest(slug="deploy/staging", title="Staging",
                                                         body="The deploy host for pre-production."))
         session = app.sessions.open(team.agent, "Where is staging?")["session"]
-        store_reads = [tool for tool in ALL_TOOLS if tool.store_read]
+        store_reads = [tool for tool in ALL_TOOLS if tool.store_read or tool.storeless]
         assert {tool.name for tool in store_reads} >= {"whoami", "read", "recall", "list", "sessions"}
         assert all(tool.read_only and tool.offered(app) for tool in store_reads)
         arguments = {"read": {"slug": "deploy/staging"}, "history": {"slug": "deploy/staging"},

@@ -25,7 +25,7 @@ TOOLS = [
             "the permissions your role gives you right now. Call it first when unsure what you may do."
         ),
         handler=_whoami,
-        store_read=True,
+        storeless=True,
     ),
     ToolSpec(
         name="workspace_info",

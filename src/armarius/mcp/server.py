@@ -96,14 +96,12 @@ def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSp
     def on_the_loop(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, tool: ToolSpec | None
                     ) -> Any:
         """The tool's answer, where it runs on the event loop; :data:`_HOP` where it runs in a worker thread."""
-        if tool is None or not (embedded and (tool.store_read or tool.store_write)):
-            return _HOP
-        if tool.embeds and app.memory.vectors is not None and not app.memory.vectors.embedder.ready:
+        if tool is None or not _loop_may_run(app, tool, embedded=embedded):
             return _HOP
         actor = at_hand(ctx)
         if actor is None:
             return _HOP
-        if tool.store_read:
+        if tool.storeless or tool.store_read:
             return call(ctx, params, tool, actor)
         with app.database.writes_without_waiting() as held:
             return call(ctx, params, tool, actor) if held else _HOP
@@ -163,6 +161,15 @@ def build_server(app: Armarius, resolve_actor: ActorResolver, tools: list[ToolSp
         server.middleware = [middleware for middleware in server.middleware
                              if not isinstance(middleware, OpenTelemetryMiddleware)]
     return server
+
+
+def _loop_may_run(app: Armarius, tool: ToolSpec, *, embedded: bool) -> bool:
+    """Whether the event loop may run the tool itself, its principal at hand (see :class:`ToolSpec`)."""
+    if tool.storeless:
+        return True
+    if not (embedded and (tool.store_read or tool.store_write)):
+        return False
+    return not (tool.embeds and app.memory.vectors is not None and not app.memory.vectors.embedder.ready)
 
 
 def _tracing() -> bool:
