@@ -7,7 +7,8 @@ tool's work (one hop off the event loop per call, not one for the principal and 
 over stdio from the token given at start, over HTTP from the request's; either reuses a token's check
 for up to a second (:meth:`armarius.auth.directory.Directory.recently_checked`). A tool that only reads
 an embedded SQLite store runs on the event loop itself, with no hop (:attr:`ToolSpec.store_read`), and so
-does one that only writes it, when the writers' turn is free at once (:attr:`ToolSpec.store_write`).
+does one that only writes it, when the writers' turn is free at once (:attr:`ToolSpec.store_write`), and on
+every store one that answers from its principal alone (:attr:`ToolSpec.storeless`).
 """
 
 from __future__ import annotations
