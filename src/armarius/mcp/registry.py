@@ -38,7 +38,7 @@ class ToolSpec:
     store_write: bool = False
     #: Whether it answers from its principal alone, asking neither the store nor anything else. On every store
     #: the server runs such a tool on its event loop when its principal is at hand (on PostgreSQL, where every
-    #: other tool runs in a worker thread, the hop cost `whoami` half of its CPU under load).
+    #: other tool runs in a worker thread, the hop was a third of `whoami`'s CPU over stdio).
     storeless: bool = False
     #: Whether it embeds text (recall by meaning, the vector of a revision written). The first text embedded in a
     #: process loads the model (0.6 s): until then the tool runs in a worker thread, never on the event loop,
