@@ -97,6 +97,40 @@ def test_a_search_names_each_hit_by_its_own_entry_and_score(monkeypatch: pytest.
     assert space.nearest(matrix[0], 5000)[-1][1] <= space.nearest(matrix[0], 1)[0][1]
 
 
+def test_a_space_taking_in_new_and_replaced_vectors_holds_what_a_first_read_holds() -> None:
+    """Reads that bring new entries only (written in place at the end), and reads that also bring new
+    revisions of entries the space holds (written where those are), leave the space as one read of the
+    current vectors leaves it: the same vector for each entry, the same answers."""
+    rng = np.random.default_rng(5)
+
+    def rows(ids: list[int], first_seq: int) -> list[dict[str, Any]]:
+        return [{"id": entry, "seq": first_seq + at, "vector": quantize(vector / np.linalg.norm(vector))}
+                for at, (entry, vector) in enumerate(zip(ids, rng.standard_normal((len(ids), 256)), strict=True))]
+
+    reads = [rows(list(range(1, 1500)), 1), rows([10, 1500, 20, 1501, 1499], 1500), rows([1502, 1503], 1505),
+             rows([1502], 1507)]
+    taken_in = vectors._Space()
+    for read in reads:
+        taken_in.add(read)
+    current = {row["id"]: row for read in reads for row in read}  # the latest vector of each entry
+    first_read = vectors._Space()
+    first_read.add(sorted(current.values(), key=lambda row: row["seq"]))
+    assert taken_in.seen == first_read.seen == 1507
+    assert sorted(taken_in.ids) == sorted(first_read.ids) == list(range(1, 1504))
+    assert taken_in.matrix is not None and first_read.matrix is not None
+    assert taken_in.coarse is not None and first_read.coarse is not None
+    for entry in (1, 10, 20, 1499, 1500, 1501, 1502, 1503):
+        mine, theirs = taken_in.rows[entry], first_read.rows[entry]
+        assert np.array_equal(taken_in.matrix[mine], first_read.matrix[theirs])
+        assert np.array_equal(taken_in.matrix[mine], vectors.dequantize([current[entry]["vector"]])[0])
+        assert np.array_equal(taken_in.coarse[mine], first_read.coarse[theirs])
+    for probe in (10, 1502, 700):
+        query = vectors.dequantize([current[probe]["vector"]])[0]
+        mine, theirs = taken_in.nearest(query, 5), first_read.nearest(query, 5)
+        assert [entry for entry, _ in mine] == [entry for entry, _ in theirs] and mine[0][0] == probe
+        assert [score for _, score in mine] == pytest.approx([score for _, score in theirs], abs=1e-6)
+
+
 def test_two_steps_find_the_exact_top_hits_of_near_neighbours(monkeypatch: pytest.MonkeyPatch) -> None:
     """Vectors close to the query (as paraphrases are) are found by their prefix too."""
     rng = np.random.default_rng(4)

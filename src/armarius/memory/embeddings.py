@@ -196,11 +196,15 @@ def quantize(vector: np.ndarray[Any, np.dtype[np.float32]]) -> bytes:
     return bytes(np.clip(np.rint(vector * _SCALE), -127, 127).astype(np.int8).tobytes())
 
 
-def dequantize(blobs: Sequence[bytes]) -> np.ndarray[Any, np.dtype[np.float32]]:
-    """Stored vectors as rows of float32 (their lengths are 1 give or take the rounding)."""
+def dequantize(blobs: Sequence[bytes], out: np.ndarray[Any, np.dtype[np.float32]] | None = None
+               ) -> np.ndarray[Any, np.dtype[np.float32]]:
+    """Stored vectors as rows of float32 (their lengths are 1 give or take the rounding); ``out``: the rows
+    to write them into, one per blob (and returned), with no array in between."""
     import numpy as np
 
-    if not blobs:
-        return np.zeros((0, DIMENSIONS), dtype=np.float32)
-    raw = np.frombuffer(b"".join(bytes(blob) for blob in blobs), dtype=np.int8)
-    return raw.reshape(len(blobs), DIMENSIONS).astype(np.float32) / _SCALE
+    if out is None:
+        out = np.empty((len(blobs), DIMENSIONS), dtype=np.float32)
+    if blobs:
+        raw = np.frombuffer(b"".join(bytes(blob) for blob in blobs), dtype=np.int8)
+        np.divide(raw.reshape(len(blobs), DIMENSIONS), _SCALE, out=out, dtype=np.float32)
+    return out
