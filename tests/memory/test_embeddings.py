@@ -117,8 +117,10 @@ def test_a_space_taking_in_new_and_replaced_vectors_holds_what_a_first_read_hold
     first_read.add(sorted(current.values(), key=lambda row: row["seq"]))
     assert taken_in.seen == first_read.seen == 1507
     assert sorted(taken_in.ids) == sorted(first_read.ids) == list(range(1, 1504))
-    assert taken_in.matrix is not None and first_read.matrix is not None
-    assert taken_in.coarse is not None and first_read.coarse is not None
+    assert taken_in.matrix is not None
+    assert first_read.matrix is not None
+    assert taken_in.coarse is not None
+    assert first_read.coarse is not None
     for entry in (1, 10, 20, 1499, 1500, 1501, 1502, 1503):
         mine, theirs = taken_in.rows[entry], first_read.rows[entry]
         assert np.array_equal(taken_in.matrix[mine], first_read.matrix[theirs])
@@ -127,7 +129,8 @@ def test_a_space_taking_in_new_and_replaced_vectors_holds_what_a_first_read_hold
     for probe in (10, 1502, 700):
         query = vectors.dequantize([current[probe]["vector"]])[0]
         mine, theirs = taken_in.nearest(query, 5), first_read.nearest(query, 5)
-        assert [entry for entry, _ in mine] == [entry for entry, _ in theirs] and mine[0][0] == probe
+        assert [entry for entry, _ in mine] == [entry for entry, _ in theirs]
+        assert mine[0][0] == probe
         assert [score for _, score in mine] == pytest.approx([score for _, score in theirs], abs=1e-6)
 
 
