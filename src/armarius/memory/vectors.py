@@ -13,9 +13,9 @@ only needs the ones after it.
 process (about 1.4 KB an entry with their prefixes: 140 MB for 100,000 entries) and brings them up
 to date at each search with one indexed query for the vectors numbered after the last one it holds.
 A search is a matrix product (in two steps for a large workspace: see EXACT_UP_TO), with no index
-to tune or rebuild. The first search of a workspace in a process reads all its vectors, written in place
-into the matrices as they are read (60 ms at 20,000 entries, 0.3-0.6 s at 100,000, mostly the memory's
-first use; bench figures in docs/benchmarks.md).
+to tune or rebuild. The first search of a workspace in a process reads all its vectors: 67 ms at 20,000
+entries, 0.56 s at 100,000 on SQLite (bench/first_search.py), mostly the rows read and the memory's first
+use.
 """
 
 from __future__ import annotations
@@ -171,8 +171,8 @@ class _Space:
 
     def add(self, fresh: list[Row]) -> None:
         """Take in vectors read from the store (new entries' and new revisions' of known ones). Vectors of
-        entries (units) new to the space, all of a first read among them, are written in place at the end of
-        the matrices (a first read of 100,000: 0.55-1.1 s before, on the event loop; see below)."""
+        entries (units) new to the space, all of a first read among them, are converted straight into the
+        matrices' next rows (bench/first_search.py: a first search of 100,000 took 1.0 s, 0.56 now)."""
         blobs = [row["vector"] for row in fresh]
         first = len(self.ids)
         for row in fresh:  # each entry (unit) once: it has one vector row

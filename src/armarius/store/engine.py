@@ -562,7 +562,7 @@ _last_columns: tuple[Any, tuple[str, ...]] = (None, ())
 def _sqlite_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> Row:
     """A row as a dict of its columns (every connection's row factory; each row a fresh dict, the caller's to
     keep). A statement's rows share its cursor's description, so its names are taken out once, not per row
-    (a 100,000-row read: 232 -> 141 ms)."""
+    (the rows of a 100,000-row read made in 141 ms instead of 232)."""
     global _last_columns  # noqa: PLW0603 - a pair replaced whole: threads at worst take the names out again
     description, names = _last_columns
     if cursor.description is not description:
