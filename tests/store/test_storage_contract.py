@@ -24,7 +24,7 @@ from armarius.audit import chain as audit
 from armarius.config import Settings
 from armarius.errors import InvalidInput, SchemaOutdated, StorageUnavailable
 from armarius.store import UniqueViolation, batches, utc_now
-from armarius.store.engine import PostgresDatabase, open_database
+from armarius.store.engine import PostgresDatabase, SqliteDatabase, open_database
 from armarius.store.schema import latest_version, migrations
 from tests.helpers import OwnerSQL
 
@@ -218,6 +218,33 @@ def test_read_transaction_sees_its_own_data_and_returns_rows_as_dicts(app: Armar
         assert tx.one("SELECT id FROM workspaces WHERE name = ?", ("missing",)) is None
         assert tx.scalar("SELECT id FROM workspaces WHERE name = ?", ("missing",)) is None
         assert tx.all("SELECT name FROM workspaces WHERE name = ?", ("missing",)) == []
+
+
+@pytest.mark.parametrize("factory", [sqlite3.Row, None], ids=["sqlite3.Row", "tuples"])
+def test_rows_are_dicts_whatever_row_factory_a_connection_came_with(tmp_path: Path, factory: object) -> None:
+    """The rows a transaction hands on are the connection's own: a database whose connect() sets another
+    row factory (the doctor's read-only look at the file does) or none still reads dicts, each its own."""
+
+    class Looking(SqliteDatabase):
+        def connect(self) -> sqlite3.Connection:
+            connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            connection.row_factory = factory  # type: ignore[assignment]
+            return connection
+
+    settings = Settings(data_dir=tmp_path / "data")
+    initialize(settings)
+    database = Looking(settings.sqlite_path)
+    try:
+        with database.transaction() as tx:
+            later = tx.read_later("SELECT name, 1 AS one FROM workspaces UNION ALL SELECT 'x', 2 ORDER BY one")
+            rows = tx.all("SELECT 'a' AS letter UNION ALL SELECT 'b'")
+            assert tx.one("SELECT 7 AS seven, 'x' AS x") == {"seven": 7, "x": "x"}
+        assert later.all() == [{"name": "x", "one": 2}]
+        assert rows == [{"letter": "a"}, {"letter": "b"}]
+        rows[0]["letter"] = "changed"
+        assert rows[1] == {"letter": "b"}
+    finally:
+        database.close()
 
 
 def test_execute_returns_the_number_of_rows_changed(app: Armarius) -> None:

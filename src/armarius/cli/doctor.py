@@ -180,7 +180,6 @@ class _LookingSqlite(SqliteDatabase):
     def connect(self) -> sqlite3.Connection:
         connection = sqlite3.connect(f"file:{quote(str(self.path))}?mode=rw", uri=True, isolation_level=None,
                                      check_same_thread=False, timeout=10)
-        connection.row_factory = sqlite3.Row
         connection.execute("PRAGMA query_only = ON")
         return connection
 
