@@ -134,6 +134,27 @@ def test_a_space_taking_in_new_and_replaced_vectors_holds_what_a_first_read_hold
         assert [score for _, score in mine] == pytest.approx([score for _, score in theirs], abs=1e-6)
 
 
+def test_a_vector_that_cannot_be_read_leaves_the_space_as_it_was() -> None:
+    """A read with a vector of the wrong size (a damaged row) is refused whole: the space keeps what it held and
+    takes the vectors in when they are read again."""
+    rng = np.random.default_rng(6)
+    blobs = [quantize(vector / np.linalg.norm(vector)) for vector in rng.standard_normal((3, 256))]
+    space = vectors._Space()
+    space.add([{"id": 1, "seq": 1, "vector": blobs[0]}])
+    held = space.matrix.copy() if space.matrix is not None else None
+    for damaged in ([{"id": 2, "seq": 2, "vector": blobs[1][:100]}],  # entries new to the space only
+                    [{"id": 1, "seq": 2, "vector": b"x"}, {"id": 3, "seq": 3, "vector": blobs[2]}]):  # and a held one
+        with pytest.raises(ValueError, match="reshape"):
+            space.add(damaged)
+        assert (space.ids, space.rows, space.seen) == ([1], {1: 0}, 1)
+        assert held is not None
+        assert space.matrix is not None
+        assert np.array_equal(space.matrix[:1], held[:1])
+    space.add([{"id": 2, "seq": 2, "vector": blobs[1]}, {"id": 3, "seq": 3, "vector": blobs[2]}])
+    assert (space.ids, space.seen) == ([1, 2, 3], 3)
+    assert space.nearest(vectors.dequantize([blobs[2]])[0], 1)[0][0] == 3
+
+
 def test_two_steps_find_the_exact_top_hits_of_near_neighbours(monkeypatch: pytest.MonkeyPatch) -> None:
     """Vectors close to the query (as paraphrases are) are found by their prefix too."""
     rng = np.random.default_rng(4)

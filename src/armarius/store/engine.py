@@ -711,7 +711,9 @@ class SqliteDatabase(Database):
         self._checkpointer: threading.Thread | None = None
 
     def connect(self) -> sqlite3.Connection:
-        """A new connection with the house settings (autocommit mode: transactions are explicit)."""
+        """A new connection with the house settings (autocommit mode: transactions are explicit); its rows are
+        tuples until :meth:`_connection` gives it the store's row factory, as it does every connection a
+        transaction uses."""
         connection = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000
         )
