@@ -181,8 +181,9 @@ class _Space:
         vectors = dequantize(blobs, out=matrix[first:first + len(new)] if in_place else None)
         self.rows.update(zip(new, range(first, first + len(new)), strict=True))
         self.ids += new
-        at = slice(first, len(self.ids)) if in_place else [self.rows[row["id"]] for row in fresh]
+        at: slice | list[int] = slice(first, len(self.ids))
         if not in_place:
+            at = [self.rows[row["id"]] for row in fresh]
             matrix[at] = vectors
         coarse[at] = _unit(vectors[:, :COARSE_DIMENSIONS])
         self.seen = max(self.seen, *(int(row["seq"]) for row in fresh))
